@@ -1,0 +1,31 @@
+# The two commands: `make run` (the quickstart) and `make test` (everything CI checks).
+# Both install what a fresh Debian/Ubuntu machine lacks first.
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: deps build run test fmt lint bench clean
+
+deps:
+	@./scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --workspace --release --bins
+
+run: build
+	./scripts/quickstart.sh
+
+test: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+	$(CARGO) build --workspace --release --bins
+	$(CARGO) test --workspace --release
+
+fmt:
+	$(CARGO) fmt --all
+
+bench: build
+	$(CARGO) bench -p ccp-engine --bench engine
+	$(CARGO) bench -p ccp-tests --bench agent_rtt
+
+clean:
+	$(CARGO) clean

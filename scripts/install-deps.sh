@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine lacks to build and test the project.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+have_pkg libclang-dev || need+=(libclang-dev)   # bindgen, for the libccp crate (differential tests)
+command -v make >/dev/null || need+=(make)      # the libccp crate builds its C code with make
+command -v cc >/dev/null || need+=(gcc)
+command -v ip >/dev/null || need+=(iproute2)
+
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing: ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  # Debian 13 / Ubuntu 24.04 package rustup; older releases need it from rustup.rs.
+  command -v rustup >/dev/null || { sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"; $sudo apt-get install -y -qq rustup >/dev/null 2>&1 || true; }
+  command -v rustup >/dev/null && rustup default stable >/dev/null
+fi
+if ! command -v cargo >/dev/null; then
+  echo "error: no Rust toolchain: install rustup (https://rustup.rs) and run 'rustup default stable'" >&2
+  exit 1
+fi
+ver=$(cargo --version | awk '{print $2}')
+major=${ver%%.*}; rest=${ver#*.}; minor=${rest%%.*}
+if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
+  echo "error: cargo $ver is too old; Rust 1.85 or newer is needed (edition 2024)" >&2
+  exit 1
+fi
