@@ -1,0 +1,166 @@
+//! The algorithm seam: one measurement type in, one decision type out.
+//!
+//! Every congestion control algorithm of this library is a [`Controller`]. It never sees portus,
+//! the IPC or the datapath program: the adapter (`crate::adapter`) decodes the shared measurement
+//! program's reports into a [`Measurement`] and installs the [`Decision`] it gets back. That keeps
+//! the plumbing in one place, lets unit tests drive an algorithm with synthetic measurements, and
+//! lets a meta-algorithm (PolyCC) run several controllers on the same flow.
+//!
+//! Units: bytes, bytes per second and microseconds throughout, as libccp.
+
+/// What a controller learns when its flow starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowStart {
+    /// Maximum segment size, bytes.
+    pub mss: u32,
+    /// The datapath's initial congestion window, bytes.
+    pub init_cwnd: u32,
+    /// Agent time at creation, µs.
+    pub now_us: u64,
+}
+
+/// One report of the shared measurement program, aggregated over the report interval.
+///
+/// Counters (`acked_bytes`, `lost_packets`, ...) cover the interval since the previous report;
+/// gauges (`bytes_in_flight`, `cwnd`, ...) are the values at the last ACK of the interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measurement {
+    /// Agent time when the report arrived, µs (monotonic, per agent).
+    pub now_us: u64,
+    /// Length of the interval this report covers, µs (datapath time).
+    pub interval_us: u64,
+    /// Bytes newly acknowledged in order.
+    pub acked_bytes: u64,
+    /// Packets newly acknowledged in order.
+    pub acked_packets: u64,
+    /// Bytes acknowledged out of order (SACKed).
+    pub sacked_bytes: u64,
+    /// Bytes acknowledged with an ECN-CE echo.
+    pub ecn_bytes: u64,
+    /// Packets acknowledged with an ECN-CE echo.
+    pub ecn_packets: u64,
+    /// Packets the datapath declared lost.
+    pub lost_packets: u64,
+    /// A retransmission timeout happened in the interval.
+    pub timeout: bool,
+    /// Smallest RTT sample of the interval, µs (0 if the interval had none).
+    pub rtt_min_us: u64,
+    /// Mean RTT sample of the interval, µs (0 if none).
+    pub rtt_mean_us: u64,
+    /// Largest RTT sample of the interval, µs (0 if none).
+    pub rtt_max_us: u64,
+    /// Last RTT sample of the interval, µs (0 if none).
+    pub rtt_last_us: u64,
+    /// Number of RTT samples in the interval.
+    pub rtt_samples: u64,
+    /// Delivery (receive) rate, bytes/s, as the datapath last measured it.
+    pub delivery_rate: u64,
+    /// Sending rate, bytes/s, as the datapath last measured it.
+    pub send_rate: u64,
+    /// Bytes in flight at the last ACK.
+    pub bytes_in_flight: u64,
+    /// Packets in flight at the last ACK.
+    pub packets_in_flight: u64,
+    /// Bytes queued at the sender, not yet sent (sender-side backlog).
+    pub bytes_pending: u64,
+    /// The datapath's congestion window when it reported, bytes.
+    pub cwnd: u64,
+    /// The datapath's pacing rate when it reported, bytes/s (0: unpaced).
+    pub rate: u64,
+    /// Maximum segment size of the flow, bytes.
+    pub mss: u32,
+}
+
+impl Measurement {
+    /// Whether this report signals congestion by loss or timeout.
+    pub fn has_loss(&self) -> bool {
+        self.lost_packets > 0 || self.timeout
+    }
+}
+
+/// How a controller drives its flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControlMode {
+    /// Window-based: the datapath is limited by `cwnd` (pacing optional).
+    Window,
+    /// Rate-based: the datapath paces at `rate`; `cwnd` only caps the data in flight.
+    Rate,
+}
+
+/// When the shared measurement program should report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportPeriod {
+    /// On every ACK (the CCP paper's per-ACK mode).
+    PerAck,
+    /// Once per smoothed RTT (the default).
+    PerRtt,
+    /// At a fixed period, µs.
+    Micros(u64),
+}
+
+/// What a controller wants installed after a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// New congestion window, bytes.
+    pub cwnd: Option<u32>,
+    /// New pacing rate, bytes/s (capped at `u32::MAX` on the wire, about 34 Gbit/s).
+    pub rate: Option<u64>,
+    /// A change of report period.
+    pub report: Option<ReportPeriod>,
+}
+
+impl Decision {
+    /// A decision that only sets the window.
+    pub fn cwnd(cwnd: u32) -> Self {
+        Decision {
+            cwnd: Some(cwnd),
+            ..Decision::default()
+        }
+    }
+
+    /// A decision that only sets the pacing rate.
+    pub fn rate(rate: u64) -> Self {
+        Decision {
+            rate: Some(rate),
+            ..Decision::default()
+        }
+    }
+
+    /// A decision that changes nothing.
+    pub fn none() -> Self {
+        Decision::default()
+    }
+}
+
+/// A value fused across several controllers (PolyCC) that every member is told to adopt.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fused {
+    /// A congestion window, bytes.
+    Cwnd(u32),
+    /// A pacing rate, bytes/s.
+    Rate(u64),
+}
+
+/// A congestion control algorithm, as the rest of the project sees it.
+pub trait Controller: Send {
+    /// The algorithm's registry name (e.g. "reno").
+    fn name(&self) -> &'static str;
+
+    /// Whether the algorithm controls a window or a rate.
+    fn mode(&self) -> ControlMode;
+
+    /// Called once when the flow is created; returns the initial decision.
+    fn on_start(&mut self, start: &FlowStart) -> Decision;
+
+    /// Called for every report of the measurement program.
+    fn on_measurement(&mut self, m: &Measurement) -> Decision;
+
+    /// Adopt an externally fused value as if the controller had chosen it itself.
+    fn calibrate(&mut self, fused: Fused);
+
+    /// The controller's current window, bytes (what it would install now).
+    fn cwnd(&self) -> u32;
+
+    /// The controller's current pacing rate, bytes/s, if it paces.
+    fn rate(&self) -> Option<u64>;
+}

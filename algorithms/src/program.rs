@@ -1,0 +1,205 @@
+//! The one shared measurement datapath program, and the decoding of its reports.
+//!
+//! Every algorithm of the library is served by this program: it accumulates the per-ACK
+//! primitives into one report per period (per smoothed RTT by default, set by the agent through
+//! the `period` control register), and reports at once on loss or timeout. Algorithms never write
+//! datapath programs of their own unless they truly need to; that is what lets PolyCC run several
+//! algorithms on one flow and lets any datapath serve any algorithm.
+
+use crate::controller::Measurement;
+use portus::Report;
+use portus::lang::Scope;
+
+/// Name under which the program is installed on every datapath.
+pub const PROGRAM_NAME: &str = "ccp_measure";
+
+/// Initial report period before the agent learns the RTT, µs.
+pub const INITIAL_PERIOD_US: u32 = 10_000;
+
+/// Source of the shared program (portus datapath language).
+///
+/// Report fields: sums over the period (`acked`, `sacked`, `ecn_bytes`, `lost`, `rtt_sum`,
+/// `rtt_cnt`), extremes (`rtt_min`, `rtt_max`), the last value (`rtt_last`, `rin`, `rout`,
+/// `inflight`, `pending`, `cwnd`), whether a timeout was seen (`timeout`) and the period length
+/// (`micros`). portus allows 16 report fields; packet counts are derived from bytes and the MSS,
+/// and the pacing rate is the one the agent installed. An RTT sample of 0 means "none" (libccp
+/// reads it as 2^32-1), so RTT fields skip it (immediates must stay below 2^31, hence the 2000 s
+/// bound).
+pub const SOURCE: &str = "
+(def
+    (Report
+        (volatile acked 0)
+        (volatile sacked 0)
+        (volatile ecn_bytes 0)
+        (volatile lost 0)
+        (volatile timeout false)
+        (volatile rtt_min +infinity)
+        (volatile rtt_max 0)
+        (volatile rtt_sum 0)
+        (volatile rtt_cnt 0)
+        (volatile rtt_last 0)
+        (volatile rin 0)
+        (volatile rout 0)
+        (volatile inflight 0)
+        (volatile pending 0)
+        (volatile cwnd 0)
+        (volatile micros 0)
+    )
+    (period 10000)
+)
+(when true
+    (:= Report.acked (+ Report.acked Ack.bytes_acked))
+    (:= Report.sacked (+ Report.sacked Ack.bytes_misordered))
+    (:= Report.ecn_bytes (+ Report.ecn_bytes Ack.ecn_bytes))
+    (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
+    (:= Report.timeout (|| Report.timeout Flow.was_timeout))
+    (:= Report.rin Flow.rate_incoming)
+    (:= Report.rout Flow.rate_outgoing)
+    (:= Report.inflight Flow.bytes_in_flight)
+    (:= Report.pending Flow.bytes_pending)
+    (:= Report.cwnd Cwnd)
+    (:= Report.micros Micros)
+    (fallthrough)
+)
+(when (< Flow.rtt_sample_us 2000000000)
+    (:= Report.rtt_min (min Report.rtt_min Flow.rtt_sample_us))
+    (:= Report.rtt_max (max Report.rtt_max Flow.rtt_sample_us))
+    (:= Report.rtt_sum (+ Report.rtt_sum Flow.rtt_sample_us))
+    (:= Report.rtt_cnt (+ Report.rtt_cnt 1))
+    (:= Report.rtt_last Flow.rtt_sample_us)
+    (fallthrough)
+)
+(when (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout)
+    (:= Micros 0)
+    (report)
+)
+(when (> Micros period)
+    (:= Micros 0)
+    (report)
+)
+";
+
+/// Sentinel the program starts `rtt_min` from (libccp's "+infinity").
+const RTT_NONE: u64 = u32::MAX as u64;
+
+/// Decodes reports of the shared program; resolves nothing per report but the field reads.
+pub struct Decoder {
+    scope: Scope,
+}
+
+/// A report that does not decode (stale program, missing field).
+#[derive(Debug, thiserror::Error)]
+#[error("report does not decode: field {field}: {reason}")]
+pub struct DecodeError {
+    field: &'static str,
+    reason: String,
+}
+
+impl Decoder {
+    /// A decoder for reports produced under `scope` (the scope `set_program` returned).
+    pub fn new(scope: Scope) -> Self {
+        Decoder { scope }
+    }
+
+    /// The program's scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    fn field(&self, r: &Report, name: &'static str) -> Result<u64, DecodeError> {
+        r.get_field(name, &self.scope).map_err(|e| DecodeError {
+            field: name,
+            reason: format!("{e:?}"),
+        })
+    }
+
+    /// Decode one report; `now_us` and `mss` come from the agent.
+    /// `rate` is the pacing rate the agent last installed (bytes/s, 0 for none).
+    pub fn decode(
+        &self,
+        r: &Report,
+        now_us: u64,
+        mss: u32,
+        rate: u64,
+    ) -> Result<Measurement, DecodeError> {
+        let f = |n| self.field(r, n);
+        let rtt_cnt = f("Report.rtt_cnt")?;
+        let rtt_min = f("Report.rtt_min")?;
+        let rtt_sum = f("Report.rtt_sum")?;
+        let per_mss = |bytes: u64| bytes.div_ceil(u64::from(mss.max(1)));
+        let acked = f("Report.acked")?;
+        let ecn = f("Report.ecn_bytes")?;
+        let inflight = f("Report.inflight")?;
+        Ok(Measurement {
+            now_us,
+            interval_us: f("Report.micros")?,
+            acked_bytes: acked,
+            acked_packets: per_mss(acked),
+            sacked_bytes: f("Report.sacked")?,
+            ecn_bytes: ecn,
+            ecn_packets: per_mss(ecn),
+            lost_packets: f("Report.lost")?,
+            timeout: f("Report.timeout")? != 0,
+            rtt_min_us: if rtt_cnt == 0 || rtt_min >= RTT_NONE {
+                0
+            } else {
+                rtt_min
+            },
+            rtt_mean_us: rtt_sum.checked_div(rtt_cnt).unwrap_or(0),
+            rtt_max_us: f("Report.rtt_max")?,
+            rtt_last_us: f("Report.rtt_last")?,
+            rtt_samples: rtt_cnt,
+            delivery_rate: f("Report.rin")?,
+            send_rate: f("Report.rout")?,
+            bytes_in_flight: inflight,
+            packets_in_flight: per_mss(inflight),
+            bytes_pending: f("Report.pending")?,
+            cwnd: f("Report.cwnd")?,
+            rate,
+            mss,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn program_compiles_and_declares_every_decoded_field() {
+        let (bin, scope) = portus::lang::compile(SOURCE.as_bytes(), &[]).expect("compiles");
+        // The install message serializes (portus allows at most 16 report registers) and fits
+        // libccp's 256 instructions.
+        assert!(bin.instrs.len() <= 256);
+        let msg = portus::serialize::install::Msg {
+            sid: 0,
+            program_uid: scope.program_uid,
+            num_events: bin.events.len() as u32,
+            num_instrs: bin.instrs.len() as u32,
+            instrs: bin.clone(),
+        };
+        portus::serialize::serialize(&msg).expect("install message serializes");
+        assert!(!bin.instrs.is_empty());
+        for f in [
+            "Report.acked",
+            "Report.sacked",
+            "Report.ecn_bytes",
+            "Report.lost",
+            "Report.timeout",
+            "Report.rtt_min",
+            "Report.rtt_max",
+            "Report.rtt_sum",
+            "Report.rtt_cnt",
+            "Report.rtt_last",
+            "Report.rin",
+            "Report.rout",
+            "Report.inflight",
+            "Report.pending",
+            "Report.cwnd",
+            "Report.micros",
+            "period",
+        ] {
+            assert!(scope.get(f).is_some(), "{f} missing from the program scope");
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The algorithm registry: every algorithm of the library, its parameters and its factory.
+//!
+//! The agent, the simulator and the experiment runner find algorithms here by name; nothing else
+//! in the stack knows which algorithm runs.
+
+use crate::controller::Controller;
+use crate::params::{ParamError, ParamSet, ParamSpec, did_you_mean};
+
+/// One algorithm of the library.
+#[derive(Clone, Copy)]
+pub struct AlgorithmSpec {
+    /// Registry name, as a flow's Create message or a rule names it.
+    pub name: &'static str,
+    /// One line saying what it is.
+    pub summary: &'static str,
+    /// Every tunable parameter, with unit and paper default.
+    pub params: &'static [ParamSpec],
+    /// Build a controller for one flow.
+    pub build: fn(&ParamSet) -> Box<dyn Controller>,
+}
+
+impl std::fmt::Debug for AlgorithmSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlgorithmSpec")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AlgorithmSpec {
+    /// The defaults of this algorithm.
+    pub fn defaults(&self) -> ParamSet {
+        ParamSet::defaults(self.name, self.params)
+    }
+
+    /// Defaults overridden by `(key, text)` pairs.
+    pub fn params_from<'a>(
+        &self,
+        overrides: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<ParamSet, ParamError> {
+        let mut p = self.defaults();
+        for (k, v) in overrides {
+            p.set(self.params, k, v)?;
+        }
+        Ok(p)
+    }
+}
+
+/// Every algorithm of the library, in listing order.
+pub fn all() -> &'static [AlgorithmSpec] {
+    &ALL
+}
+
+static ALL: [AlgorithmSpec; 2] = [crate::reno::SPEC, crate::cubic::SPEC];
+
+/// The algorithm called `name`.
+pub fn find(name: &str) -> Option<&'static AlgorithmSpec> {
+    ALL.iter().find(|a| a.name == name)
+}
+
+/// Like [`find`], with an error that lists the known names and suggests the closest.
+pub fn lookup(name: &str) -> Result<&'static AlgorithmSpec, String> {
+    find(name).ok_or_else(|| {
+        let hint = did_you_mean(name, ALL.iter().map(|a| a.name))
+            .map(|n| format!(" (did you mean {n:?}?)"))
+            .unwrap_or_default();
+        let known: Vec<&str> = ALL.iter().map(|a| a.name).collect();
+        format!(
+            "unknown algorithm {name:?}{hint}; known algorithms: {}",
+            known.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::FlowStart;
+
+    #[test]
+    fn names_are_unique_and_fit_libccp() {
+        let mut names: Vec<&str> = all().iter().map(|a| a.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all().len());
+        assert!(names.iter().all(|n| n.len() <= 63));
+    }
+
+    #[test]
+    fn every_algorithm_builds_with_defaults_and_reports_its_name() {
+        for spec in all() {
+            let mut c = (spec.build)(&spec.defaults());
+            assert_eq!(c.name(), spec.name);
+            let d = c.on_start(&FlowStart {
+                mss: 1448,
+                init_cwnd: 14480,
+                now_us: 0,
+            });
+            assert!(d.cwnd.is_some() || d.rate.is_some(), "{}", spec.name);
+            for p in spec.params {
+                assert!(!p.help.is_empty(), "{}.{} has no help", spec.name, p.key);
+                assert!(
+                    !p.source.is_empty(),
+                    "{}.{} has no source",
+                    spec.name,
+                    p.key
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_name_suggests() {
+        let e = lookup("cubci").unwrap_err();
+        assert!(e.contains("did you mean \"cubic\""), "{e}");
+    }
+}

@@ -1,0 +1,672 @@
+//! TCP NewReno as a CCP algorithm: slow start, additive increase, multiplicative decrease once per
+//! loss epoch (RFC 5681, RFC 6582, initial window per RFC 6928).
+//!
+//! # The algorithm as built
+//!
+//! The controller sees one aggregated [`Measurement`] per report (per ACK, per RTT or at a fixed
+//! period) and applies the per-ACK rules of RFC 5681 to the report as a whole, counting bytes
+//! (RFC 3465 "appropriate byte counting", which RFC 5681 §3.1 allows), so the window grows the same
+//! whether the datapath reports every ACK or once per RTT:
+//!
+//! - **Slow start** (`cwnd < ssthresh`): `cwnd += acked_bytes`, so a window's worth of ACKs doubles
+//!   the window every RTT. A report that crosses `ssthresh` spends only what it takes to reach
+//!   `ssthresh` in slow start; the rest counts towards congestion avoidance. (RFC 3465's per-ACK
+//!   limit L does not apply: a report aggregates many ACKs.)
+//! - **Congestion avoidance** (`cwnd ≥ ssthresh`): one MSS for every `cwnd` bytes acknowledged, i.e.
+//!   `cwnd += mss · acked / cwnd`, one MSS per RTT. The fractional part is kept exactly in a byte
+//!   counter that carries over between reports, so per-ACK and per-RTT reports give the same window.
+//! - **Loss** (`lost_packets > 0`): `ssthresh = max(beta · cwnd, min_cwnd · mss)`, `cwnd = ssthresh`.
+//!   RFC 5681 halves FlightSize; like Linux this uses `cwnd`, which the datapath keeps full. As in
+//!   NewReno's fast recovery (RFC 6582) the reduction happens once per loss epoch: further losses
+//!   are ignored, and the window is held (no growth), until one RTT has passed since the reduction.
+//!   The RTT is the report's mean RTT sample (else its last sample, else the last RTT seen, else
+//!   the report interval).
+//! - **Timeout** (`timeout`): `ssthresh = max(beta · cwnd, min_cwnd · mss)` and `cwnd` = the RFC 5681
+//!   loss window of **one MSS** (deliberately below the `min-cwnd` floor, which bounds `ssthresh` and
+//!   loss reductions only). Slow start then restarts at once (no hold). `ssthresh` is not lowered
+//!   again by a timeout that repeats before any data is acknowledged (RFC 5681 §3.1: "ssthresh is
+//!   held constant"), nor by one inside the loss epoch of a reduction already made.
+//! - **Floor**: except for the timeout loss window, `cwnd ≥ min_cwnd · mss`.
+//!
+//! # Calibration (PolyCC)
+//!
+//! [`Fused::Cwnd`] sets `cwnd` to the fused value (floored at `min_cwnd · mss`) and leaves
+//! `ssthresh`, the loss epoch and the congestion-avoidance byte counter alone (the counter is only
+//! capped below the new window), so Reno continues its own law — slow start below `ssthresh`,
+//! one MSS per RTT above — from the fused window. Calibrating to the window Reno would install
+//! anyway changes nothing. [`Fused::Rate`] is converted to a window with the last mean RTT
+//! (`cwnd = rate · rtt`); before any RTT sample it is ignored.
+//!
+//! # Parameters and units
+//!
+//! Windows are in bytes internally; `init-cwnd` and `min-cwnd` are in packets (MSS, from
+//! [`FlowStart::mss`] and each report's `mss`); `ss-thresh` is in bytes, default `u32::MAX`
+//! (4 294 967 295 B, "arbitrarily high" per RFC 5681 §3.1: slow start runs until the first loss).
+//! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock, so simulated time works.
+//! Out-of-range values are clamped, not rejected: `init-cwnd` and `min-cwnd` to at least 1 packet,
+//! `beta` to [0, 1].
+
+use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::params::{ParamSet, ParamSpec, Unit};
+use crate::registry::AlgorithmSpec;
+
+/// MSS assumed until the flow tells us its own, bytes.
+const DEFAULT_MSS: u64 = 1448;
+
+/// The largest window a decision can carry, bytes.
+const MAX_CWND: u64 = u32::MAX as u64;
+
+/// Every parameter of Reno, with unit, default and source.
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "init-cwnd",
+        unit: Unit::Packets,
+        default: 10.0,
+        help: "initial congestion window",
+        source: "RFC 6928 §2 (IW10)",
+    },
+    ParamSpec {
+        key: "ss-thresh",
+        unit: Unit::Bytes,
+        default: u32::MAX as f64,
+        help: "initial slow-start threshold; the default (u32::MAX bytes) means slow start until the first loss",
+        source: "RFC 5681 §3.1 (initial ssthresh arbitrarily high)",
+    },
+    ParamSpec {
+        key: "min-cwnd",
+        unit: Unit::Packets,
+        default: 2.0,
+        help: "floor of ssthresh and of the window after a loss (not of the 1-MSS timeout loss window)",
+        source: "RFC 5681 §3.1 eq. (4) (ssthresh >= 2*SMSS)",
+    },
+    ParamSpec {
+        key: "beta",
+        unit: Unit::Number,
+        default: 0.5,
+        help: "multiplicative decrease: ssthresh = beta * cwnd on loss or timeout",
+        source: "RFC 5681 §3.1 eq. (4) (FlightSize / 2)",
+    },
+];
+
+/// Reno, as the registry lists it.
+pub const SPEC: AlgorithmSpec = AlgorithmSpec {
+    name: "reno",
+    summary: "TCP NewReno (RFC 5681/6582): slow start, +1 MSS per RTT, beta decrease once per loss epoch",
+    params: PARAMS,
+    build,
+};
+
+fn build(params: &ParamSet) -> Box<dyn Controller> {
+    Box::new(Reno::new(RenoConfig::from_params(params)))
+}
+
+/// Reno's configuration, resolved from its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenoConfig {
+    /// Initial window, packets (≥ 1).
+    pub init_cwnd_pkts: u32,
+    /// Initial slow-start threshold, bytes.
+    pub ss_thresh: u64,
+    /// Floor of `ssthresh` and of the window after a loss, packets (≥ 1).
+    pub min_cwnd_pkts: u32,
+    /// Multiplicative decrease factor, in [0, 1].
+    pub beta: f64,
+}
+
+impl Default for RenoConfig {
+    fn default() -> Self {
+        RenoConfig::from_params(&ParamSet::defaults("reno", PARAMS))
+    }
+}
+
+impl RenoConfig {
+    /// Read the configuration from resolved parameters (clamping out-of-range values).
+    pub fn from_params(p: &ParamSet) -> Self {
+        RenoConfig {
+            init_cwnd_pkts: packets(p.get("init-cwnd")),
+            ss_thresh: p.get("ss-thresh").clamp(0.0, MAX_CWND as f64) as u64,
+            min_cwnd_pkts: packets(p.get("min-cwnd")),
+            beta: p.get("beta").clamp(0.0, 1.0),
+        }
+    }
+}
+
+fn packets(v: f64) -> u32 {
+    v.clamp(1.0, u32::MAX as f64) as u32
+}
+
+/// A NewReno controller for one flow.
+#[derive(Clone, Debug)]
+pub struct Reno {
+    cfg: RenoConfig,
+    mss: u64,
+    /// Congestion window, bytes.
+    cwnd: u64,
+    /// Slow-start threshold, bytes.
+    ssthresh: u64,
+    /// Bytes acknowledged in congestion avoidance since the last one-MSS increase (< cwnd).
+    ca_acked: u64,
+    /// Losses before this time (µs) belong to the epoch of the last reduction.
+    epoch_end_us: u64,
+    /// Hold the window until `epoch_end_us` (fast recovery after a loss, not after a timeout).
+    hold_growth: bool,
+    /// A timeout happened and no data has been acknowledged since.
+    after_timeout: bool,
+    /// Last RTT seen, µs (0: none yet).
+    rtt_us: u64,
+}
+
+impl Reno {
+    /// A controller with `cfg`, before its flow starts (assumes a 1448-byte MSS until then).
+    pub fn new(cfg: RenoConfig) -> Self {
+        let mut r = Reno {
+            cfg,
+            mss: DEFAULT_MSS,
+            cwnd: 0,
+            ssthresh: 0,
+            ca_acked: 0,
+            epoch_end_us: 0,
+            hold_growth: false,
+            after_timeout: false,
+            rtt_us: 0,
+        };
+        r.reset();
+        r
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RenoConfig {
+        &self.cfg
+    }
+
+    /// The slow-start threshold, bytes.
+    pub fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+
+    /// Whether the window is below `ssthresh` (slow start).
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// The MSS in use, bytes.
+    pub fn mss(&self) -> u32 {
+        self.mss as u32
+    }
+
+    fn floor(&self) -> u64 {
+        (u64::from(self.cfg.min_cwnd_pkts) * self.mss).min(MAX_CWND)
+    }
+
+    fn reset(&mut self) {
+        let floor = self.floor();
+        self.cwnd = (u64::from(self.cfg.init_cwnd_pkts) * self.mss).clamp(floor, MAX_CWND);
+        self.ssthresh = self.cfg.ss_thresh.max(floor);
+        self.ca_acked = 0;
+        self.epoch_end_us = 0;
+        self.hold_growth = false;
+        self.after_timeout = false;
+        self.rtt_us = 0;
+    }
+
+    fn observe_rtt(&mut self, m: &Measurement) {
+        let sample = if m.rtt_mean_us > 0 {
+            m.rtt_mean_us
+        } else {
+            m.rtt_last_us
+        };
+        if sample > 0 {
+            self.rtt_us = sample;
+        }
+    }
+
+    /// Length of a loss epoch starting now, µs.
+    fn epoch_len(&self, m: &Measurement) -> u64 {
+        if self.rtt_us > 0 {
+            self.rtt_us
+        } else {
+            m.interval_us
+        }
+    }
+
+    fn reduced_ssthresh(&self) -> u64 {
+        ((self.cwnd as f64 * self.cfg.beta) as u64).max(self.floor())
+    }
+
+    fn on_loss(&mut self, m: &Measurement) {
+        self.ssthresh = self.reduced_ssthresh();
+        self.cwnd = self.ssthresh;
+        self.ca_acked = 0;
+        self.epoch_end_us = m.now_us.saturating_add(self.epoch_len(m));
+        self.hold_growth = true;
+    }
+
+    fn on_timeout(&mut self, m: &Measurement) {
+        let repeated = self.after_timeout || m.now_us < self.epoch_end_us;
+        if !repeated {
+            self.ssthresh = self.reduced_ssthresh();
+        }
+        self.cwnd = self.mss.min(MAX_CWND);
+        self.ca_acked = 0;
+        self.after_timeout = true;
+        self.epoch_end_us = m.now_us.saturating_add(self.epoch_len(m));
+        self.hold_growth = false;
+    }
+
+    fn grow(&mut self, acked: u64) {
+        let mut acked = acked;
+        if self.cwnd < self.ssthresh {
+            let step = acked.min(self.ssthresh - self.cwnd);
+            self.cwnd += step;
+            acked -= step;
+        }
+        if acked > 0 {
+            self.ca_acked = self.ca_acked.saturating_add(acked);
+            while self.ca_acked >= self.cwnd && self.cwnd < MAX_CWND {
+                self.ca_acked -= self.cwnd;
+                self.cwnd = (self.cwnd + self.mss).min(MAX_CWND);
+            }
+        }
+        self.cwnd = self.cwnd.min(MAX_CWND);
+    }
+
+    fn adopt(&mut self, w: u64) {
+        if w == self.cwnd {
+            return;
+        }
+        self.cwnd = w.clamp(self.floor(), MAX_CWND);
+        self.ca_acked = self.ca_acked.min(self.cwnd.saturating_sub(1));
+    }
+}
+
+impl Controller for Reno {
+    fn name(&self) -> &'static str {
+        "reno"
+    }
+
+    fn mode(&self) -> ControlMode {
+        ControlMode::Window
+    }
+
+    fn on_start(&mut self, start: &FlowStart) -> Decision {
+        if start.mss > 0 {
+            self.mss = u64::from(start.mss);
+        }
+        self.reset();
+        Decision::cwnd(self.cwnd())
+    }
+
+    fn on_measurement(&mut self, m: &Measurement) -> Decision {
+        if m.mss > 0 {
+            self.mss = u64::from(m.mss);
+        }
+        self.observe_rtt(m);
+        let in_epoch = m.now_us < self.epoch_end_us;
+        if m.timeout {
+            self.on_timeout(m);
+        } else {
+            if m.acked_bytes > 0 {
+                self.after_timeout = false;
+            }
+            if m.lost_packets > 0 && !in_epoch {
+                self.on_loss(m);
+            } else if !(in_epoch && self.hold_growth) {
+                self.hold_growth = false;
+                self.grow(m.acked_bytes);
+            }
+        }
+        Decision::cwnd(self.cwnd())
+    }
+
+    fn calibrate(&mut self, fused: Fused) {
+        match fused {
+            Fused::Cwnd(w) => self.adopt(u64::from(w)),
+            Fused::Rate(rate) => {
+                if self.rtt_us > 0 {
+                    let w = u128::from(rate) * u128::from(self.rtt_us) / 1_000_000;
+                    self.adopt(w.min(u128::from(MAX_CWND)) as u64);
+                }
+            }
+        }
+    }
+
+    fn cwnd(&self) -> u32 {
+        self.cwnd.min(MAX_CWND) as u32
+    }
+
+    fn rate(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u64 = 1448;
+    const RTT: u64 = 100_000;
+
+    fn start(r: &mut Reno) -> Decision {
+        r.on_start(&FlowStart {
+            mss: MSS as u32,
+            init_cwnd: 14480,
+            now_us: 0,
+        })
+    }
+
+    fn reno(cfg: RenoConfig) -> Reno {
+        let mut r = Reno::new(cfg);
+        start(&mut r);
+        r
+    }
+
+    fn with_ssthresh(bytes: u64) -> RenoConfig {
+        RenoConfig {
+            ss_thresh: bytes,
+            ..RenoConfig::default()
+        }
+    }
+
+    /// A report at `now` acknowledging `acked` bytes, `lost` packets lost, RTT samples of `rtt`.
+    fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
+        Measurement {
+            now_us: now,
+            interval_us: rtt,
+            acked_bytes: acked,
+            acked_packets: acked / MSS,
+            lost_packets: lost,
+            rtt_min_us: rtt,
+            rtt_mean_us: rtt,
+            rtt_max_us: rtt,
+            rtt_last_us: rtt,
+            rtt_samples: (acked / MSS).max(1),
+            mss: MSS as u32,
+            ..Measurement::default()
+        }
+    }
+
+    /// One per-RTT report acknowledging the whole window; returns the new time.
+    fn per_rtt(r: &mut Reno, now: u64) -> u64 {
+        let now = now + RTT;
+        let w = u64::from(r.cwnd());
+        r.on_measurement(&report(now, w, 0, RTT));
+        now
+    }
+
+    /// One RTT of per-ACK reports (one per MSS of the window at its start); returns the new time.
+    fn per_ack_rtt(r: &mut Reno, now: u64) -> u64 {
+        let n = u64::from(r.cwnd()) / MSS;
+        for i in 1..=n {
+            r.on_measurement(&report(now + RTT * i / n, MSS, 0, RTT));
+        }
+        now + RTT
+    }
+
+    #[test]
+    fn starts_with_the_initial_window() {
+        let mut r = Reno::new(RenoConfig::default());
+        let d = start(&mut r);
+        assert_eq!(d.cwnd, Some(10 * MSS as u32));
+        assert_eq!(d.rate, None);
+        assert_eq!(r.rate(), None);
+        assert_eq!(r.mode(), ControlMode::Window);
+        assert_eq!(r.name(), "reno");
+        assert_eq!(r.ssthresh(), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn slow_start_doubles_per_rtt_until_ssthresh() {
+        let ssthresh = 200 * MSS;
+        let mut r = reno(with_ssthresh(ssthresh));
+        let mut now = 0;
+        for k in 1..=4 {
+            now = per_rtt(&mut r, now);
+            assert_eq!(u64::from(r.cwnd()), (10 * MSS) << k, "after {k} RTTs");
+            assert!(r.in_slow_start());
+        }
+        // 160 MSS: acking 160 MSS takes 40 MSS to reach ssthresh, then 120 MSS of CA bytes
+        // (less than the 200 MSS window): cwnd stops at ssthresh.
+        now = per_rtt(&mut r, now);
+        assert_eq!(u64::from(r.cwnd()), ssthresh);
+        assert!(!r.in_slow_start());
+        // The leftover 120 MSS count towards CA: 80 more MSS of ACKs give +1 MSS.
+        r.on_measurement(&report(now + RTT, 80 * MSS, 0, RTT));
+        assert_eq!(u64::from(r.cwnd()), ssthresh + MSS);
+    }
+
+    #[test]
+    fn congestion_avoidance_adds_one_mss_per_rtt() {
+        let mut r = reno(with_ssthresh(10 * MSS));
+        let mut now = 0;
+        for k in 1..=20 {
+            now = per_rtt(&mut r, now);
+            assert_eq!(u64::from(r.cwnd()), (10 + k) * MSS, "after {k} RTTs");
+        }
+    }
+
+    #[test]
+    fn partial_acks_accumulate_exactly() {
+        let mut r = reno(with_ssthresh(10 * MSS));
+        // Ten reports of a tenth of the window each: exactly one MSS, on the tenth.
+        for i in 1..=10 {
+            r.on_measurement(&report(i * 10_000, MSS, 0, RTT));
+            let want = if i < 10 { 10 * MSS } else { 11 * MSS };
+            assert_eq!(u64::from(r.cwnd()), want, "report {i}");
+        }
+    }
+
+    #[test]
+    fn per_ack_and_per_rtt_reports_grow_alike() {
+        for ssthresh in [u64::from(u32::MAX), 64 * MSS, 50 * MSS, 12 * MSS] {
+            let mut a = reno(with_ssthresh(ssthresh));
+            let mut b = reno(with_ssthresh(ssthresh));
+            let (mut ta, mut tb) = (0, 0);
+            for k in 1..=8 {
+                ta = per_rtt(&mut a, ta);
+                tb = per_ack_rtt(&mut b, tb);
+                let (wa, wb) = (u64::from(a.cwnd()), u64::from(b.cwnd()));
+                assert!(
+                    wa.abs_diff(wb) <= MSS,
+                    "ssthresh {ssthresh}, RTT {k}: per-RTT {wa} vs per-ACK {wb}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn loss_halves_the_window() {
+        let mut r = reno(RenoConfig::default());
+        let now = per_rtt(&mut r, 0); // 20 MSS
+        assert_eq!(u64::from(r.cwnd()), 20 * MSS);
+        r.on_measurement(&report(now + RTT, 20 * MSS, 1, RTT));
+        assert_eq!(u64::from(r.cwnd()), 10 * MSS);
+        assert_eq!(r.ssthresh(), 10 * MSS);
+        assert!(!r.in_slow_start());
+    }
+
+    #[test]
+    fn one_reduction_per_rtt_and_window_held_in_recovery() {
+        let mut r = reno(with_ssthresh(40 * MSS));
+        r.calibrate(Fused::Cwnd(40 * MSS as u32));
+        let t0 = 1_000_000;
+        r.on_measurement(&report(t0, 10 * MSS, 3, RTT));
+        assert_eq!(u64::from(r.cwnd()), 20 * MSS);
+        // More losses (and ACKs) within the same RTT: no further reduction, no growth.
+        for dt in [10_000, 50_000, 99_999] {
+            r.on_measurement(&report(t0 + dt, 20 * MSS, 2, RTT));
+            assert_eq!(u64::from(r.cwnd()), 20 * MSS, "at +{dt}us");
+            assert_eq!(r.ssthresh(), 20 * MSS);
+        }
+        // One RTT later a new loss is a new epoch.
+        r.on_measurement(&report(t0 + RTT, 20 * MSS, 1, RTT));
+        assert_eq!(u64::from(r.cwnd()), 10 * MSS);
+        // And after that epoch, ACKs grow the window again (+1 MSS for a window of ACKs).
+        r.on_measurement(&report(t0 + 2 * RTT, 10 * MSS, 0, RTT));
+        assert_eq!(u64::from(r.cwnd()), 11 * MSS);
+    }
+
+    #[test]
+    fn timeout_sets_the_loss_window_and_restarts_slow_start() {
+        let mut r = reno(RenoConfig::default());
+        r.calibrate(Fused::Cwnd(40 * MSS as u32));
+        let t0 = 1_000_000;
+        let mut m = report(t0, 0, 0, RTT);
+        m.timeout = true;
+        r.on_measurement(&m);
+        assert_eq!(u64::from(r.cwnd()), MSS, "RFC 5681 loss window");
+        assert_eq!(r.ssthresh(), 20 * MSS);
+        // A repeated timeout before any ACK keeps ssthresh.
+        m.now_us = t0 + 3 * RTT;
+        r.on_measurement(&m);
+        assert_eq!(u64::from(r.cwnd()), MSS);
+        assert_eq!(r.ssthresh(), 20 * MSS);
+        // A loss report within the RTT after the timeout does not reduce again; growth is not held.
+        r.on_measurement(&report(t0 + 3 * RTT + 10, MSS, 4, RTT));
+        assert_eq!(u64::from(r.cwnd()), 2 * MSS);
+        // Slow start up to ssthresh, then one MSS per RTT.
+        let mut now = t0 + 4 * RTT;
+        let mut seen = vec![];
+        for _ in 0..6 {
+            now = per_rtt(&mut r, now);
+            seen.push(u64::from(r.cwnd()) / MSS);
+        }
+        assert_eq!(seen, vec![4, 8, 16, 20, 21, 22]);
+        // Once data was acknowledged, a new timeout lowers ssthresh again.
+        let mut m = report(now + RTT, 0, 0, RTT);
+        m.timeout = true;
+        r.on_measurement(&m);
+        assert_eq!(r.ssthresh(), 11 * MSS);
+    }
+
+    #[test]
+    fn timeout_inside_a_loss_epoch_keeps_ssthresh() {
+        let mut r = reno(RenoConfig::default());
+        r.calibrate(Fused::Cwnd(40 * MSS as u32));
+        r.on_measurement(&report(1_000_000, 0, 1, RTT));
+        assert_eq!(r.ssthresh(), 20 * MSS);
+        let mut m = report(1_050_000, 0, 0, RTT);
+        m.timeout = true;
+        r.on_measurement(&m);
+        assert_eq!(r.ssthresh(), 20 * MSS);
+        assert_eq!(u64::from(r.cwnd()), MSS);
+    }
+
+    #[test]
+    fn min_cwnd_floors_losses() {
+        let mut r = reno(RenoConfig::default());
+        let mut now = 0;
+        for _ in 0..10 {
+            now += RTT;
+            r.on_measurement(&report(now, 0, 1, RTT));
+        }
+        assert_eq!(u64::from(r.cwnd()), 2 * MSS);
+        assert_eq!(r.ssthresh(), 2 * MSS);
+        let cfg = RenoConfig {
+            min_cwnd_pkts: 4,
+            ..RenoConfig::default()
+        };
+        let mut r = reno(cfg);
+        for _ in 0..10 {
+            now += RTT;
+            r.on_measurement(&report(now, 0, 1, RTT));
+        }
+        assert_eq!(u64::from(r.cwnd()), 4 * MSS);
+        // Calibration cannot go below the floor either.
+        r.calibrate(Fused::Cwnd(100));
+        assert_eq!(u64::from(r.cwnd()), 4 * MSS);
+    }
+
+    #[test]
+    fn calibrate_sets_the_window_and_keeps_ssthresh() {
+        let mut r = reno(with_ssthresh(30 * MSS));
+        r.calibrate(Fused::Cwnd(20 * MSS as u32));
+        assert_eq!(u64::from(r.cwnd()), 20 * MSS);
+        assert_eq!(r.ssthresh(), 30 * MSS);
+        // Still slow start from the fused window: 20 → 30 (ssthresh), then CA.
+        let now = per_rtt(&mut r, 0);
+        assert_eq!(u64::from(r.cwnd()), 30 * MSS);
+        // Above ssthresh: CA from the fused window.
+        r.calibrate(Fused::Cwnd(50 * MSS as u32));
+        let now = per_rtt(&mut r, now);
+        assert_eq!(u64::from(r.cwnd()), 51 * MSS);
+        // A rate is converted with the last mean RTT (100 ms): 1448 kB/s · 0.1 s = 100 MSS.
+        r.calibrate(Fused::Rate(MSS * 1000));
+        assert_eq!(u64::from(r.cwnd()), 100 * MSS);
+        per_rtt(&mut r, now);
+        assert_eq!(u64::from(r.cwnd()), 101 * MSS);
+    }
+
+    #[test]
+    fn calibrating_to_its_own_window_changes_nothing() {
+        let mut a = reno(with_ssthresh(16 * MSS));
+        let mut b = reno(with_ssthresh(16 * MSS));
+        let mut now = 0;
+        for i in 0..40u64 {
+            now += RTT / 3;
+            let acked = (i % 7 + 1) * MSS;
+            let m = report(now, acked, u64::from(i % 13 == 12), RTT);
+            a.on_measurement(&m);
+            b.on_measurement(&m);
+            b.calibrate(Fused::Cwnd(b.cwnd()));
+            assert_eq!(a.cwnd(), b.cwnd(), "report {i}");
+        }
+    }
+
+    #[test]
+    fn rate_before_any_rtt_is_ignored() {
+        let mut r = reno(RenoConfig::default());
+        r.calibrate(Fused::Rate(1_000_000_000));
+        assert_eq!(u64::from(r.cwnd()), 10 * MSS);
+    }
+
+    #[test]
+    fn params_override_defaults() {
+        let mut p = ParamSet::defaults("reno", PARAMS);
+        p.set(PARAMS, "init-cwnd", "4").unwrap();
+        p.set(PARAMS, "ss-thresh", "64KiB").unwrap();
+        p.set(PARAMS, "min-cwnd", "3pkts").unwrap();
+        p.set(PARAMS, "beta", "0.7").unwrap();
+        let cfg = RenoConfig::from_params(&p);
+        assert_eq!(
+            cfg,
+            RenoConfig {
+                init_cwnd_pkts: 4,
+                ss_thresh: 65536,
+                min_cwnd_pkts: 3,
+                beta: 0.7
+            }
+        );
+        let mut c = (SPEC.build)(&p);
+        let d = c.on_start(&FlowStart {
+            mss: 1000,
+            init_cwnd: 10_000,
+            now_us: 0,
+        });
+        assert_eq!(d.cwnd, Some(4000));
+        c.on_measurement(&Measurement {
+            now_us: 1,
+            lost_packets: 1,
+            mss: 1000,
+            ..Measurement::default()
+        });
+        assert_eq!(
+            c.cwnd(),
+            3000,
+            "beta 0.7 of 4000 is 2800, below the 3-packet floor"
+        );
+    }
+
+    #[test]
+    fn spec_declares_every_parameter_with_a_source() {
+        assert_eq!(SPEC.name, "reno");
+        let keys: Vec<&str> = SPEC.params.iter().map(|p| p.key).collect();
+        assert_eq!(keys, ["init-cwnd", "ss-thresh", "min-cwnd", "beta"]);
+        assert!(
+            SPEC.params
+                .iter()
+                .all(|p| !p.source.is_empty() && !p.help.is_empty())
+        );
+        let d = ParamSet::defaults("reno", PARAMS);
+        assert_eq!(RenoConfig::from_params(&d).ss_thresh, u64::from(u32::MAX));
+    }
+}
