@@ -1,0 +1,183 @@
+//! The runtime of `ccp-agent`: one process per host that serves every flow of every datapath
+//! and hosts every algorithm of the library at once.
+//!
+//! A flow's algorithm comes from, in order: the first matching agent rule (by addresses, ports
+//! and the name the flow asked for), the name in its Create message, the agent's default.
+//! Parameters come from the algorithm's defaults, overridden by agent flags, overridden by the
+//! rule. Rules reload on SIGHUP; a bad file is refused and the old rules stay.
+
+pub mod ipc;
+pub mod rules;
+
+use crate::adapter::{ControlledFlow, FlowCounters, TimeSource};
+use crate::params::ParamSet;
+use crate::program;
+use crate::registry::{self, AlgorithmSpec};
+use ipc::ScreenShared;
+use portus::ipc::Ipc;
+use portus::{CongAlg, Datapath, DatapathInfo};
+use rules::{FlowKey, Rules};
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use tracing::{error, info, warn};
+
+/// Why a flow got its algorithm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Rule(String),
+    Requested,
+    Default,
+}
+
+/// Everything the agent decides flows with; shared by the IPC loop and the signal thread.
+pub struct AgentCore {
+    default_alg: &'static AlgorithmSpec,
+    /// Per-algorithm parameters from the command line (defaults for the others).
+    base_params: HashMap<&'static str, ParamSet>,
+    rules: RwLock<Arc<Rules>>,
+    rules_path: Option<PathBuf>,
+    pub screen: Arc<ScreenShared>,
+    pub counters: Arc<FlowCounters>,
+    time: Arc<dyn TimeSource>,
+    alg_counts: RwLock<HashMap<&'static str, u64>>,
+}
+
+impl AgentCore {
+    /// A core with `default_alg`, flag parameters `base_params` and optional rules.
+    pub fn new(
+        default_alg: &'static AlgorithmSpec,
+        base_params: HashMap<&'static str, ParamSet>,
+        rules: Rules,
+        rules_path: Option<PathBuf>,
+        time: Arc<dyn TimeSource>,
+    ) -> Self {
+        AgentCore {
+            default_alg,
+            base_params,
+            rules: RwLock::new(Arc::new(rules)),
+            rules_path,
+            screen: Arc::new(ScreenShared::default()),
+            counters: Arc::new(FlowCounters::default()),
+            time,
+            alg_counts: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn base(&self, alg: &'static AlgorithmSpec) -> ParamSet {
+        self.base_params
+            .get(alg.name)
+            .cloned()
+            .unwrap_or_else(|| alg.defaults())
+    }
+
+    /// Re-read the rule file; on error keep the old rules and return the error text.
+    pub fn reload_rules(&self) -> Result<usize, String> {
+        let Some(path) = &self.rules_path else {
+            return Err("no rule file was given (--rules)".into());
+        };
+        let new = Rules::load(path).map_err(|e| e.to_string())?;
+        let n = new.rules.len();
+        match self.rules.write() {
+            Ok(mut r) => *r = Arc::new(new),
+            Err(_) => return Err("rule table lock poisoned".into()),
+        }
+        Ok(n)
+    }
+
+    /// Choose the algorithm and parameters of a flow.
+    pub fn choose(&self, key: &FlowKey) -> (&'static AlgorithmSpec, ParamSet, Choice) {
+        let rules = self.rules.read().map(|r| r.clone()).unwrap_or_default();
+        if let Some(rule) = rules.pick(key) {
+            let mut p = self.base(rule.algorithm);
+            for (k, v) in rule.params.iter() {
+                // Rule values were checked at load; apply those the rule file set explicitly.
+                if rule.explicit.iter().any(|e| e == k) {
+                    p.set_value(k, v);
+                }
+            }
+            return (rule.algorithm, p, Choice::Rule(rule.name.clone()));
+        }
+        if !key.requested.is_empty() {
+            match registry::find(&key.requested) {
+                Some(spec) => return (spec, self.base(spec), Choice::Requested),
+                None => warn!(
+                    requested = %key.requested,
+                    default = self.default_alg.name,
+                    "flow asked for an unknown algorithm; using the default"
+                ),
+            }
+        }
+        (
+            self.default_alg,
+            self.base(self.default_alg),
+            Choice::Default,
+        )
+    }
+
+    /// Flows created so far, per algorithm.
+    pub fn algorithm_counts(&self) -> HashMap<&'static str, u64> {
+        self.alg_counts
+            .read()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The one portus algorithm the agent registers: it routes every flow to a controller.
+#[derive(Clone)]
+pub struct Pool(pub Arc<AgentCore>);
+
+impl<I: Ipc> CongAlg<I> for Pool {
+    type Flow = ControlledFlow<I>;
+
+    fn name() -> &'static str {
+        "ccp-agent"
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        HashMap::from([(program::PROGRAM_NAME, program::SOURCE.to_string())])
+    }
+
+    fn new_flow(&self, control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        let core = &self.0;
+        let key = FlowKey {
+            src_ip: info.src_ip,
+            src_port: info.src_port,
+            dst_ip: info.dst_ip,
+            dst_port: info.dst_port,
+            requested: core.screen.take_requested(info.sock_id),
+        };
+        let (spec, params, why) = core.choose(&key);
+        info!(
+            sid = info.sock_id,
+            src = %format!("{}:{}", Ipv4Addr::from(info.src_ip), info.src_port),
+            dst = %format!("{}:{}", Ipv4Addr::from(info.dst_ip), info.dst_port),
+            requested = %key.requested,
+            algorithm = spec.name,
+            params = %params,
+            chosen_by = ?why,
+            "flow created"
+        );
+        if let Ok(mut c) = core.alg_counts.write() {
+            *c.entry(spec.name).or_default() += 1;
+        }
+        let ctl = (spec.build)(&params);
+        ControlledFlow::start(
+            ctl,
+            control,
+            &info,
+            core.time.clone(),
+            core.counters.clone(),
+        )
+    }
+}
+
+/// Log a failed reload without dropping anything.
+pub fn log_reload(core: &AgentCore) {
+    match core.reload_rules() {
+        Ok(n) => info!(rules = n, "rules reloaded; new flows use them"),
+        Err(e) => error!(error = %e, "rule reload refused; keeping the previous rules"),
+    }
+}

@@ -1,0 +1,335 @@
+//! `ccp-agent`: the congestion control plane agent. One process per host; it serves every flow of
+//! every datapath on the host and hosts every algorithm of the library.
+
+use anyhow::{Context, Result, bail};
+use ccp_algorithms::adapter::{TimeSource, WallTime};
+use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
+use ccp_algorithms::agent::rules::Rules;
+use ccp_algorithms::agent::{AgentCore, Pool, log_reload};
+use ccp_algorithms::params::ParamSet;
+use ccp_algorithms::registry;
+use clap::{Parser, Subcommand, ValueEnum};
+use portus::ipc::{BackendBuilder, Blocking, Ipc};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing::{error, info};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum IpcKind {
+    /// Unix datagram socket (userspace datapaths: udp, emulator, simulator tools)
+    Unix,
+    /// Netlink (ccp-kernel built with netlink IPC)
+    Netlink,
+    /// /dev/ccpkp character device (ccp-kernel built with the char device)
+    Char,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The congestion control plane agent: hosts every algorithm of the library and serves every
+/// flow of the host's datapaths over the libccp protocol.
+///
+/// A flow's algorithm comes from the first matching rule (--rules), else the name its datapath
+/// asked for, else --default-alg. Algorithm parameters are set with `--param ALG.KEY=VALUE` or
+/// the shorthand `--ALG.KEY VALUE` (see `ccp-agent algorithms` for every key, unit and default).
+/// SIGHUP reloads the rule file without dropping flows; SIGINT/SIGTERM stop the agent.
+#[derive(Parser, Debug)]
+#[command(name = "ccp-agent", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    /// IPC mechanism to the datapaths
+    #[arg(long, value_enum, default_value = "unix")]
+    ipc: IpcKind,
+
+    /// Path of the agent's unix socket (with --ipc unix); datapaths send to it
+    #[arg(long, default_value = "/tmp/ccp/agent.sock")]
+    socket: PathBuf,
+
+    /// Algorithm for flows that name none (or an unknown one) and match no rule
+    #[arg(long, default_value = "cubic")]
+    default_alg: String,
+
+    /// Algorithm parameter, ALG.KEY=VALUE (repeatable), e.g. cubic.beta=0.8 or reno.init-cwnd=20
+    #[arg(long = "param", value_name = "ALG.KEY=VALUE")]
+    params: Vec<String>,
+
+    /// Rule file (YAML) choosing algorithms and parameters by address, port and requested name
+    #[arg(long)]
+    rules: Option<PathBuf>,
+
+    /// Log format
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+
+    /// Log filter (tracing env-filter syntax), e.g. info or ccp_algorithms=debug
+    #[arg(long, default_value = "info")]
+    log_level: String,
+
+    /// Write the agent's counters as JSON to this file when it stops
+    #[arg(long)]
+    stats: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List every algorithm with its parameters, units and defaults
+    Algorithms,
+    /// Check a rule file and exit (non-zero with file:line:col messages if it is bad)
+    CheckRules { file: PathBuf },
+}
+
+/// Rewrite `--ALG.KEY=V` and `--ALG.KEY V` into `--param ALG.KEY=V`.
+fn expand_shorthand(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        let is_param = a.strip_prefix("--").and_then(|rest| {
+            let name = rest.split('=').next().unwrap_or("");
+            let (alg, key) = name.split_once('.')?;
+            registry::find(alg).map(|_| (name.to_string(), key.is_empty()))
+        });
+        match is_param {
+            Some((name, false)) => {
+                let value = match a.split_once('=') {
+                    Some((_, v)) => v.to_string(),
+                    None => it.next().unwrap_or_default(),
+                };
+                out.push("--param".into());
+                out.push(format!("{name}={value}"));
+            }
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+fn parse_params(list: &[String]) -> Result<HashMap<&'static str, ParamSet>> {
+    let mut map: HashMap<&'static str, ParamSet> = HashMap::new();
+    for item in list {
+        let (name, value) = item
+            .split_once('=')
+            .with_context(|| format!("--param {item:?}: expected ALG.KEY=VALUE"))?;
+        let (alg, key) = name
+            .split_once('.')
+            .with_context(|| format!("--param {item:?}: expected ALG.KEY=VALUE"))?;
+        let spec = registry::lookup(alg).map_err(|e| anyhow::anyhow!("--param {item:?}: {e}"))?;
+        let set = map.entry(spec.name).or_insert_with(|| spec.defaults());
+        set.set(spec.params, key, value)
+            .map_err(|e| anyhow::anyhow!("--param {item:?}: {e}"))?;
+    }
+    Ok(map)
+}
+
+fn list_algorithms() {
+    for spec in registry::all() {
+        println!("{} — {}", spec.name, spec.summary);
+        for p in spec.params {
+            println!(
+                "    --{}.{:<20} {:<8} default {:<12} {} [{}]",
+                spec.name,
+                p.key,
+                p.unit.label(),
+                p.unit.show(p.default),
+                p.help,
+                p.source
+            );
+        }
+    }
+}
+
+fn init_logs(cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => b.json().flatten_event(true).init(),
+        LogFormat::Text => b.init(),
+    }
+}
+
+fn run_with<I: Ipc>(ipc: I, core: Arc<AgentCore>, stop: Arc<AtomicBool>) -> Result<()>
+where
+    I::Addr: Send,
+{
+    let screened = Screened::new(ipc, core.screen.clone());
+    portus::RunBuilder::new(BackendBuilder { sock: screened })
+        .default_alg(Pool(core))
+        .with_stop_handle(stop)
+        .run()
+        .map_err(|e| anyhow::anyhow!("agent loop ended: {e:?}"))
+}
+
+fn write_stats(path: &PathBuf, core: &AgentCore) -> Result<()> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = &core.counters;
+    let i = &core.screen.counters;
+    let v = serde_json::json!({
+        "flows_created": c.flows_created.load(Relaxed),
+        "flows_closed": c.flows_closed.load(Relaxed),
+        "reports": c.reports.load(Relaxed),
+        "bad_reports": c.bad_reports.load(Relaxed),
+        "updates": c.updates.load(Relaxed),
+        "update_errors": c.update_errors.load(Relaxed),
+        "datagrams": i.datagrams.load(Relaxed),
+        "malformed_datagrams": i.malformed.load(Relaxed),
+        "refused_messages": i.refused.load(Relaxed),
+        "version_mismatches": i.version_mismatches.load(Relaxed),
+        "send_failures": i.send_failures.load(Relaxed),
+        "flows_per_algorithm": core.algorithm_counts(),
+    });
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&v)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args = expand_shorthand(std::env::args().collect());
+    let cli = Cli::parse_from(args);
+    match &cli.command {
+        Some(Command::Algorithms) => {
+            list_algorithms();
+            return Ok(());
+        }
+        Some(Command::CheckRules { file }) => {
+            let r = Rules::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}: {} rules, all valid", file.display(), r.rules.len());
+            return Ok(());
+        }
+        None => {}
+    }
+    init_logs(&cli);
+    let default_alg =
+        registry::lookup(&cli.default_alg).map_err(|e| anyhow::anyhow!("--default-alg: {e}"))?;
+    let base = parse_params(&cli.params)?;
+    let rules = match &cli.rules {
+        Some(p) => Rules::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => Rules::default(),
+    };
+    info!(
+        rules = rules.rules.len(),
+        default = default_alg.name,
+        algorithms = ?registry::all().iter().map(|a| a.name).collect::<Vec<_>>(),
+        "ccp-agent starting"
+    );
+    let time: Arc<dyn TimeSource> = Arc::new(WallTime::default());
+    let core = Arc::new(AgentCore::new(
+        default_alg,
+        base,
+        rules,
+        cli.rules.clone(),
+        time,
+    ));
+    let stop = Arc::new(AtomicBool::new(true));
+
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    {
+        let core = core.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            for sig in signals.forever() {
+                if sig == signal_hook::consts::SIGHUP {
+                    log_reload(&core);
+                } else {
+                    info!(signal = sig, "stopping");
+                    stop.store(false, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+
+    let result = match cli.ipc {
+        IpcKind::Unix => {
+            let ipc =
+                UnixIpc::bind(&cli.socket, core.screen.counters.clone()).with_context(|| {
+                    format!("cannot bind the agent socket at {}", cli.socket.display())
+                })?;
+            info!(socket = %cli.socket.display(), "listening");
+            run_with(ipc, core.clone(), stop.clone())
+        }
+        IpcKind::Netlink => {
+            let ipc = portus::ipc::netlink::Socket::<Blocking>::new().map_err(|e| {
+                anyhow::anyhow!("cannot open the netlink socket (is ccp-kernel loaded?): {e:?}")
+            })?;
+            run_with(ipc, core.clone(), stop.clone())
+        }
+        IpcKind::Char => {
+            let ipc = portus::ipc::kp::Socket::<Blocking>::new().map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot open /dev/ccpkp (is ccp-kernel loaded with the char device?): {e:?}"
+                )
+            })?;
+            run_with(ipc, core.clone(), stop.clone())
+        }
+    };
+    if let Some(p) = &cli.stats
+        && let Err(e) = write_stats(p, &core)
+    {
+        error!(error = %e, "could not write stats");
+    }
+    if !stop.load(Ordering::SeqCst) {
+        info!("ccp-agent stopped");
+        return Ok(());
+    }
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) => bail!(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorthand_becomes_param() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            expand_shorthand(v(&[
+                "a",
+                "--reno.init-cwnd",
+                "20",
+                "--cubic.beta=0.8",
+                "--rules",
+                "x"
+            ])),
+            v(&[
+                "a",
+                "--param",
+                "reno.init-cwnd=20",
+                "--param",
+                "cubic.beta=0.8",
+                "--rules",
+                "x"
+            ])
+        );
+    }
+
+    #[test]
+    fn bad_params_are_refused() {
+        let e = parse_params(&["reno.init-cwnd=10ms".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("number of packets"), "{e}");
+        let e = parse_params(&["renoo.init-cwnd=10".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean \"reno\""), "{e}");
+        let e = parse_params(&["reno=10".into()]).unwrap_err().to_string();
+        assert!(e.contains("ALG.KEY=VALUE"), "{e}");
+    }
+}
