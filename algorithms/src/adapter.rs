@@ -2,6 +2,8 @@
 //!
 //! It installs the shared measurement program, decodes each report into a [`Measurement`],
 //! hands it to the controller and installs the [`Decision`] with one `update_field` message.
+//! Every report is answered (with the current window if the controller changed nothing), so a
+//! datapath can take the agent's silence for its absence.
 //! It also keeps the report period at one smoothed RTT when the controller asks for per-RTT
 //! reports. This is the only place that knows portus's `Datapath` and `Report` types.
 
@@ -138,7 +140,9 @@ impl<I: Ipc> ControlledFlow<I> {
             self.period_sent_us = want;
         }
         if fields.is_empty() {
-            return;
+            // Every report gets an answer: datapaths read the agent's silence as its absence and
+            // fall back to their own control (see the udp datapath).
+            fields.push(("Cwnd", self.ctl.cwnd()));
         }
         match self.dp.update_field(decoder.scope(), &fields) {
             Ok(()) => {

@@ -4,7 +4,8 @@
 //! A flow's algorithm comes from, in order: the first matching agent rule (by addresses, ports
 //! and the name the flow asked for), the name in its Create message, the agent's default.
 //! Parameters come from the algorithm's defaults, overridden by agent flags, overridden by the
-//! rule. Rules reload on SIGHUP; a bad file is refused and the old rules stay.
+//! rule, or, for a flow chosen by name, by the parameters it asked for (`cubic:beta=0.8`).
+//! Rules reload on SIGHUP; a bad file is refused and the old rules stay.
 
 pub mod ipc;
 pub mod rules;
@@ -89,7 +90,12 @@ impl AgentCore {
     /// Choose the algorithm and parameters of a flow.
     pub fn choose(&self, key: &FlowKey) -> (&'static AlgorithmSpec, ParamSet, Choice) {
         let rules = self.rules.read().map(|r| r.clone()).unwrap_or_default();
-        if let Some(rule) = rules.pick(key) {
+        // Rules see the requested algorithm's name without its parameters.
+        let base_key = FlowKey {
+            requested: split_requested(&key.requested).0.to_string(),
+            ..key.clone()
+        };
+        if let Some(rule) = rules.pick(&base_key) {
             let mut p = self.base(rule.algorithm);
             for (k, v) in rule.params.iter() {
                 // Rule values were checked at load; apply those the rule file set explicitly.
@@ -100,8 +106,17 @@ impl AgentCore {
             return (rule.algorithm, p, Choice::Rule(rule.name.clone()));
         }
         if !key.requested.is_empty() {
-            match registry::find(&key.requested) {
-                Some(spec) => return (spec, self.base(spec), Choice::Requested),
+            let (name, overrides) = split_requested(&key.requested);
+            match registry::find(name) {
+                Some(spec) => {
+                    let mut p = self.base(spec);
+                    for (k, v) in overrides {
+                        if let Err(e) = p.set(spec.params, k, v) {
+                            warn!(requested = %key.requested, error = %e, "ignoring a parameter the flow asked for");
+                        }
+                    }
+                    return (spec, p, Choice::Requested);
+                }
                 None => warn!(
                     requested = %key.requested,
                     default = self.default_alg.name,
@@ -122,6 +137,21 @@ impl AgentCore {
             .read()
             .map(|m| m.clone())
             .unwrap_or_default()
+    }
+}
+
+/// Split a requested algorithm `name[:key=value,key=value]` (what fits libccp's 63-byte congAlg
+/// field) into the name and its parameter overrides.
+pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {
+    match requested.split_once(':') {
+        None => (requested.trim(), vec![]),
+        Some((name, rest)) => (
+            name.trim(),
+            rest.split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.trim(), v.trim()))
+                .collect(),
+        ),
     }
 }
 
@@ -179,5 +209,50 @@ pub fn log_reload(core: &AgentCore) {
     match core.reload_rules() {
         Ok(n) => info!(rules = n, "rules reloaded; new flows use them"),
         Err(e) => error!(error = %e, "rule reload refused; keeping the previous rules"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::WallTime;
+
+    fn core(rules: &str) -> AgentCore {
+        AgentCore::new(
+            registry::find("cubic").unwrap(),
+            HashMap::new(),
+            Rules::parse("r.yaml", rules).unwrap(),
+            None,
+            Arc::new(WallTime::default()),
+        )
+    }
+
+    fn key(port: u32, requested: &str) -> FlowKey {
+        FlowKey {
+            dst_port: port,
+            requested: requested.into(),
+            ..FlowKey::default()
+        }
+    }
+
+    #[test]
+    fn requested_parameters_apply_to_flows_chosen_by_name() {
+        let c = core("rules: []\n");
+        let (spec, p, why) = c.choose(&key(1, "reno:init-cwnd=4,beta=0.7"));
+        assert_eq!((spec.name, why), ("reno", Choice::Requested));
+        assert_eq!((p.get("init-cwnd"), p.get("beta")), (4.0, 0.7));
+        // A bad parameter is ignored, the rest applies.
+        let (_, p, _) = c.choose(&key(1, "reno:init-cwnd=4ms,beta=0.6"));
+        assert_eq!((p.get("init-cwnd"), p.get("beta")), (10.0, 0.6));
+        let (spec, _, why) = c.choose(&key(1, "nosuch"));
+        assert_eq!((spec.name, why), ("cubic", Choice::Default));
+    }
+
+    #[test]
+    fn rules_match_the_requested_name_without_its_parameters() {
+        let c = core("rules:\n  - match: {requested: reno}\n    algorithm: cubic\n");
+        let (spec, _, why) = c.choose(&key(1, "reno:beta=0.9"));
+        assert_eq!(spec.name, "cubic");
+        assert_eq!(why, Choice::Rule("rule 1".into()));
     }
 }
