@@ -1,6 +1,7 @@
 //! The one generic adapter that turns any [`Controller`] into a portus flow.
 //!
-//! It installs the shared measurement program, decodes each report into a [`Measurement`],
+//! It installs the shared measurement program, decodes each report into a
+//! [`Measurement`](crate::controller::Measurement),
 //! hands it to the controller and installs the [`Decision`] with one `update_field` message.
 //! Every report is answered (with the current window if the controller changed nothing), so a
 //! datapath can take the agent's silence for its absence.

@@ -54,36 +54,26 @@
 //! `init-cwnd` (10 packets, RFC 6928), `min-cwnd` (2 packets, RFC 5681), `c` (0.4, RFC 9438 §5.1),
 //! `beta` (0.7, RFC 9438 §5.1 / §4.6), `fast-convergence` (true, §4.7), `tcp-friendly` (true, §4.3).
 //! Out-of-range values are clamped: packets to ≥ 1, `beta` to [0, 1], `c` to ≥ 0.001.
+//!
+//! The loss epoch, the timeout state, the RTT, the MSS and the time of the last report are kept by
+//! the shared [`WindowCore`]; this module only says how the window
+//! reacts.
 
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-
-/// MSS assumed until the flow tells us its own, bytes.
-const DEFAULT_MSS: f64 = 1448.0;
+use crate::window::{self, WindowCore, WindowEvent, packets};
 
 /// The largest window a decision can carry, bytes.
-const MAX_CWND: f64 = u32::MAX as f64;
+const MAX_CWND: f64 = window::MAX_CWND as f64;
 
 /// Smallest accepted `c` (a zero would make K infinite).
 const MIN_C: f64 = 0.001;
 
 /// Every parameter of CUBIC, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "init-cwnd",
-        unit: Unit::Packets,
-        default: 10.0,
-        help: "initial congestion window",
-        source: "RFC 6928 §2 (IW10)",
-    },
-    ParamSpec {
-        key: "min-cwnd",
-        unit: Unit::Packets,
-        default: 2.0,
-        help: "floor of ssthresh and of the window after a loss (not of the 1-MSS timeout loss window)",
-        source: "RFC 5681 §3.1 eq. (4) (ssthresh >= 2*SMSS)",
-    },
+    window::INIT_CWND,
+    window::MIN_CWND,
     ParamSpec {
         key: "c",
         unit: Unit::Number,
@@ -168,10 +158,6 @@ impl CubicConfig {
     }
 }
 
-fn packets(v: f64) -> u32 {
-    v.clamp(1.0, u32::MAX as f64) as u32
-}
-
 /// The current congestion avoidance stage.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Epoch {
@@ -185,7 +171,8 @@ struct Epoch {
 #[derive(Clone, Debug)]
 pub struct Cubic {
     cfg: CubicConfig,
-    mss: f64,
+    /// MSS, RTT, time of the last report, loss epoch and timeout state.
+    core: WindowCore,
     /// Congestion window, bytes (fractional: growth below a byte is kept).
     cwnd: f64,
     /// Slow-start threshold, bytes (infinite until the first congestion event).
@@ -197,16 +184,6 @@ pub struct Cubic {
     /// Reno-friendly estimate W_est, bytes.
     w_est: f64,
     epoch: Option<Epoch>,
-    /// Losses before this time (µs) belong to the loss epoch of the last reduction.
-    recovery_end_us: u64,
-    /// Hold the window until `recovery_end_us` (after a loss, not after a timeout).
-    hold_growth: bool,
-    /// A timeout happened and no data has been acknowledged since.
-    after_timeout: bool,
-    /// Last RTT seen, µs (0: none yet).
-    rtt_us: u64,
-    /// Time of the last report (or of the start), µs.
-    now_us: u64,
 }
 
 impl Cubic {
@@ -214,20 +191,15 @@ impl Cubic {
     pub fn new(cfg: CubicConfig) -> Self {
         let mut c = Cubic {
             cfg,
-            mss: DEFAULT_MSS,
+            core: WindowCore::new(),
             cwnd: 0.0,
             ssthresh: f64::INFINITY,
             w_max: None,
             cwnd_prior: 0.0,
             w_est: 0.0,
             epoch: None,
-            recovery_end_us: 0,
-            hold_growth: false,
-            after_timeout: false,
-            rtt_us: 0,
-            now_us: 0,
         };
-        c.reset(0);
+        c.reset();
         c
     }
 
@@ -265,7 +237,7 @@ impl Cubic {
 
     /// The MSS in use, bytes.
     pub fn mss(&self) -> u32 {
-        self.mss as u32
+        self.core.mss() as u32
     }
 
     /// W_cubic(t) of the running epoch, bytes (`t` in seconds since t_epoch).
@@ -274,52 +246,34 @@ impl Cubic {
         Some(self.curve(e, w_max, t))
     }
 
+    /// The MSS in use, bytes, for the formulas.
+    fn mss_f(&self) -> f64 {
+        self.core.mss() as f64
+    }
+
     fn curve(&self, e: Epoch, w_max: f64, t: f64) -> f64 {
-        self.mss * self.cfg.c * (t - e.k).powi(3) + w_max
+        self.mss_f() * self.cfg.c * (t - e.k).powi(3) + w_max
     }
 
     fn floor(&self) -> f64 {
-        (f64::from(self.cfg.min_cwnd_pkts) * self.mss).min(MAX_CWND)
+        self.core.window_bytes(self.cfg.min_cwnd_pkts) as f64
     }
 
-    fn reset(&mut self, now_us: u64) {
-        self.cwnd = (f64::from(self.cfg.init_cwnd_pkts) * self.mss).clamp(self.floor(), MAX_CWND);
+    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
+    fn reset(&mut self) {
+        self.cwnd = (self.core.window_bytes(self.cfg.init_cwnd_pkts) as f64).max(self.floor());
         self.ssthresh = f64::INFINITY;
         self.w_max = None;
         self.cwnd_prior = 0.0;
         self.w_est = 0.0;
         self.epoch = None;
-        self.recovery_end_us = 0;
-        self.hold_growth = false;
-        self.after_timeout = false;
-        self.rtt_us = 0;
-        self.now_us = now_us;
-    }
-
-    fn observe_rtt(&mut self, m: &Measurement) {
-        let sample = if m.rtt_mean_us > 0 {
-            m.rtt_mean_us
-        } else {
-            m.rtt_last_us
-        };
-        if sample > 0 {
-            self.rtt_us = sample;
-        }
-    }
-
-    fn recovery_len(&self, m: &Measurement) -> u64 {
-        if self.rtt_us > 0 {
-            self.rtt_us
-        } else {
-            m.interval_us
-        }
     }
 
     fn reduced_ssthresh(&self) -> f64 {
         (self.cwnd * self.cfg.beta).max(self.floor())
     }
 
-    fn on_loss(&mut self, m: &Measurement) {
+    fn on_loss(&mut self) {
         self.epoch = None;
         self.cwnd_prior = self.cwnd;
         let below_last = self.w_max.is_some_and(|w| self.cwnd < w);
@@ -330,27 +284,21 @@ impl Cubic {
         });
         self.ssthresh = self.reduced_ssthresh();
         self.cwnd = self.ssthresh;
-        self.recovery_end_us = m.now_us.saturating_add(self.recovery_len(m));
-        self.hold_growth = true;
     }
 
-    fn on_timeout(&mut self, m: &Measurement) {
-        let repeated = self.after_timeout || m.now_us < self.recovery_end_us;
+    fn on_timeout(&mut self, repeated: bool) {
         if !repeated {
             self.cwnd_prior = self.cwnd;
             self.ssthresh = self.reduced_ssthresh();
         }
         self.w_max = None;
         self.epoch = None;
-        self.cwnd = self.mss.min(MAX_CWND);
-        self.after_timeout = true;
-        self.recovery_end_us = m.now_us.saturating_add(self.recovery_len(m));
-        self.hold_growth = false;
+        self.cwnd = self.core.loss_window() as f64;
     }
 
     fn start_epoch(&mut self, start_us: f64) -> (Epoch, f64) {
         let w_max = *self.w_max.get_or_insert(self.cwnd);
-        let k = ((w_max - self.cwnd) / self.mss / self.cfg.c).cbrt();
+        let k = ((w_max - self.cwnd) / self.mss_f() / self.cfg.c).cbrt();
         let e = Epoch { start_us, k };
         self.epoch = Some(e);
         self.w_est = self.cwnd;
@@ -376,13 +324,13 @@ impl Cubic {
     }
 
     fn congestion_avoidance(&mut self, acked: f64) {
-        let now = self.now_us as f64;
+        let now = self.core.now_us() as f64;
         let (e, w_max) = match (self.epoch, self.w_max) {
             (Some(e), Some(w_max)) => (e, w_max),
             _ => self.start_epoch(now),
         };
         let t = (now - e.start_us) / 1e6;
-        let rtt = self.rtt_us as f64 / 1e6;
+        let rtt = self.core.rtt_us() as f64 / 1e6;
         let cwnd = self.cwnd;
         let ahead = self.curve(e, w_max, t + rtt);
         let target = if ahead < cwnd {
@@ -397,7 +345,7 @@ impl Cubic {
             } else {
                 self.cfg.alpha()
             };
-            self.w_est += alpha * self.mss * acked / cwnd;
+            self.w_est += alpha * self.mss_f() * acked / cwnd;
             if self.curve(e, w_max, t) < self.w_est {
                 next = next.max(self.w_est);
             }
@@ -416,7 +364,7 @@ impl Cubic {
             if w < self.ssthresh {
                 self.epoch = None;
             } else {
-                let start = self.now_us as f64 + self.rtt_us as f64;
+                let start = self.core.now_us() as f64 + self.core.rtt_us() as f64;
                 self.start_epoch_keeping_w_est(start);
             }
         }
@@ -439,44 +387,24 @@ impl Controller for Cubic {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        if start.mss > 0 {
-            self.mss = f64::from(start.mss);
-        }
-        self.reset(start.now_us);
+        self.core.start(start);
+        self.reset();
         Decision::cwnd(self.cwnd())
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        self.now_us = m.now_us;
-        if m.mss > 0 {
-            self.mss = f64::from(m.mss);
-        }
-        self.observe_rtt(m);
-        let in_recovery = m.now_us < self.recovery_end_us;
-        if m.timeout {
-            self.on_timeout(m);
-        } else {
-            if m.acked_bytes > 0 {
-                self.after_timeout = false;
-            }
-            if m.lost_packets > 0 && !in_recovery {
-                self.on_loss(m);
-            } else if !(in_recovery && self.hold_growth) {
-                self.hold_growth = false;
-                self.grow(m.acked_bytes);
-            }
+        match self.core.on_measurement(m) {
+            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
+            WindowEvent::Loss => self.on_loss(),
+            WindowEvent::Grow(acked) => self.grow(acked),
+            WindowEvent::Hold => {}
         }
         Decision::cwnd(self.cwnd())
     }
 
     fn calibrate(&mut self, fused: Fused) {
-        match fused {
-            Fused::Cwnd(w) => self.adopt(f64::from(w)),
-            Fused::Rate(rate) => {
-                if self.rtt_us > 0 {
-                    self.adopt(rate as f64 * self.rtt_us as f64 / 1e6);
-                }
-            }
+        if let Some(w) = self.core.fused_window(fused) {
+            self.adopt(w);
         }
     }
 

@@ -16,6 +16,7 @@ pub mod params;
 pub mod program;
 pub mod registry;
 pub mod reno;
+pub mod window;
 
 pub use controller::{
     ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod,

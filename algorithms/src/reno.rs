@@ -45,26 +45,18 @@
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock, so simulated time works.
 //! Out-of-range values are clamped, not rejected: `init-cwnd` and `min-cwnd` to at least 1 packet,
 //! `beta` to [0, 1].
+//!
+//! The loss epoch, the timeout state, the RTT and the MSS are kept by the shared
+//! [`WindowCore`]; this module only says how the window reacts.
 
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-
-/// MSS assumed until the flow tells us its own, bytes.
-const DEFAULT_MSS: u64 = 1448;
-
-/// The largest window a decision can carry, bytes.
-const MAX_CWND: u64 = u32::MAX as u64;
+use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
 
 /// Every parameter of Reno, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
-    ParamSpec {
-        key: "init-cwnd",
-        unit: Unit::Packets,
-        default: 10.0,
-        help: "initial congestion window",
-        source: "RFC 6928 §2 (IW10)",
-    },
+    window::INIT_CWND,
     ParamSpec {
         key: "ss-thresh",
         unit: Unit::Bytes,
@@ -72,13 +64,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "initial slow-start threshold; the default (u32::MAX bytes) means slow start until the first loss",
         source: "RFC 5681 §3.1 (initial ssthresh arbitrarily high)",
     },
-    ParamSpec {
-        key: "min-cwnd",
-        unit: Unit::Packets,
-        default: 2.0,
-        help: "floor of ssthresh and of the window after a loss (not of the 1-MSS timeout loss window)",
-        source: "RFC 5681 §3.1 eq. (4) (ssthresh >= 2*SMSS)",
-    },
+    window::MIN_CWND,
     ParamSpec {
         key: "beta",
         unit: Unit::Number,
@@ -131,29 +117,18 @@ impl RenoConfig {
     }
 }
 
-fn packets(v: f64) -> u32 {
-    v.clamp(1.0, u32::MAX as f64) as u32
-}
-
 /// A NewReno controller for one flow.
 #[derive(Clone, Debug)]
 pub struct Reno {
     cfg: RenoConfig,
-    mss: u64,
+    /// MSS, RTT, loss epoch and timeout state.
+    core: WindowCore,
     /// Congestion window, bytes.
     cwnd: u64,
     /// Slow-start threshold, bytes.
     ssthresh: u64,
     /// Bytes acknowledged in congestion avoidance since the last one-MSS increase (< cwnd).
     ca_acked: u64,
-    /// Losses before this time (µs) belong to the epoch of the last reduction.
-    epoch_end_us: u64,
-    /// Hold the window until `epoch_end_us` (fast recovery after a loss, not after a timeout).
-    hold_growth: bool,
-    /// A timeout happened and no data has been acknowledged since.
-    after_timeout: bool,
-    /// Last RTT seen, µs (0: none yet).
-    rtt_us: u64,
 }
 
 impl Reno {
@@ -161,14 +136,10 @@ impl Reno {
     pub fn new(cfg: RenoConfig) -> Self {
         let mut r = Reno {
             cfg,
-            mss: DEFAULT_MSS,
+            core: WindowCore::new(),
             cwnd: 0,
             ssthresh: 0,
             ca_acked: 0,
-            epoch_end_us: 0,
-            hold_growth: false,
-            after_timeout: false,
-            rtt_us: 0,
         };
         r.reset();
         r
@@ -191,66 +162,37 @@ impl Reno {
 
     /// The MSS in use, bytes.
     pub fn mss(&self) -> u32 {
-        self.mss as u32
+        self.core.mss() as u32
     }
 
     fn floor(&self) -> u64 {
-        (u64::from(self.cfg.min_cwnd_pkts) * self.mss).min(MAX_CWND)
+        self.core.window_bytes(self.cfg.min_cwnd_pkts)
     }
 
+    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
     fn reset(&mut self) {
         let floor = self.floor();
-        self.cwnd = (u64::from(self.cfg.init_cwnd_pkts) * self.mss).clamp(floor, MAX_CWND);
+        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
         self.ssthresh = self.cfg.ss_thresh.max(floor);
         self.ca_acked = 0;
-        self.epoch_end_us = 0;
-        self.hold_growth = false;
-        self.after_timeout = false;
-        self.rtt_us = 0;
-    }
-
-    fn observe_rtt(&mut self, m: &Measurement) {
-        let sample = if m.rtt_mean_us > 0 {
-            m.rtt_mean_us
-        } else {
-            m.rtt_last_us
-        };
-        if sample > 0 {
-            self.rtt_us = sample;
-        }
-    }
-
-    /// Length of a loss epoch starting now, µs.
-    fn epoch_len(&self, m: &Measurement) -> u64 {
-        if self.rtt_us > 0 {
-            self.rtt_us
-        } else {
-            m.interval_us
-        }
     }
 
     fn reduced_ssthresh(&self) -> u64 {
         ((self.cwnd as f64 * self.cfg.beta) as u64).max(self.floor())
     }
 
-    fn on_loss(&mut self, m: &Measurement) {
+    fn on_loss(&mut self) {
         self.ssthresh = self.reduced_ssthresh();
         self.cwnd = self.ssthresh;
         self.ca_acked = 0;
-        self.epoch_end_us = m.now_us.saturating_add(self.epoch_len(m));
-        self.hold_growth = true;
     }
 
-    fn on_timeout(&mut self, m: &Measurement) {
-        let repeated = self.after_timeout || m.now_us < self.epoch_end_us;
+    fn on_timeout(&mut self, repeated: bool) {
         if !repeated {
             self.ssthresh = self.reduced_ssthresh();
         }
-        self.cwnd = self.mss.min(MAX_CWND);
+        self.cwnd = self.core.loss_window();
         self.ca_acked = 0;
-        self.after_timeout = true;
-        self.epoch_end_us = m.now_us.saturating_add(self.epoch_len(m));
-        self.hold_growth = false;
     }
 
     fn grow(&mut self, acked: u64) {
@@ -264,7 +206,7 @@ impl Reno {
             self.ca_acked = self.ca_acked.saturating_add(acked);
             while self.ca_acked >= self.cwnd && self.cwnd < MAX_CWND {
                 self.ca_acked -= self.cwnd;
-                self.cwnd = (self.cwnd + self.mss).min(MAX_CWND);
+                self.cwnd = (self.cwnd + self.core.mss()).min(MAX_CWND);
             }
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
@@ -289,44 +231,24 @@ impl Controller for Reno {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        if start.mss > 0 {
-            self.mss = u64::from(start.mss);
-        }
+        self.core.start(start);
         self.reset();
         Decision::cwnd(self.cwnd())
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        if m.mss > 0 {
-            self.mss = u64::from(m.mss);
-        }
-        self.observe_rtt(m);
-        let in_epoch = m.now_us < self.epoch_end_us;
-        if m.timeout {
-            self.on_timeout(m);
-        } else {
-            if m.acked_bytes > 0 {
-                self.after_timeout = false;
-            }
-            if m.lost_packets > 0 && !in_epoch {
-                self.on_loss(m);
-            } else if !(in_epoch && self.hold_growth) {
-                self.hold_growth = false;
-                self.grow(m.acked_bytes);
-            }
+        match self.core.on_measurement(m) {
+            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
+            WindowEvent::Loss => self.on_loss(),
+            WindowEvent::Grow(acked) => self.grow(acked),
+            WindowEvent::Hold => {}
         }
         Decision::cwnd(self.cwnd())
     }
 
     fn calibrate(&mut self, fused: Fused) {
-        match fused {
-            Fused::Cwnd(w) => self.adopt(u64::from(w)),
-            Fused::Rate(rate) => {
-                if self.rtt_us > 0 {
-                    let w = u128::from(rate) * u128::from(self.rtt_us) / 1_000_000;
-                    self.adopt(w.min(u128::from(MAX_CWND)) as u64);
-                }
-            }
+        if let Some(w) = self.core.fused_window(fused) {
+            self.adopt(w);
         }
     }
 

@@ -1,0 +1,424 @@
+//! What every window-based algorithm shares, written once: [`WindowCore`] owns the flow's MSS, the
+//! RTT it last observed, the time of the last report, the once-per-RTT loss epoch (recovery with
+//! its growth hold) and the timeout state, and classifies each [`Measurement`] into a
+//! [`WindowEvent`] — timeout, loss, growth by the acknowledged bytes, or hold — so that an
+//! algorithm ([`crate::reno`], [`crate::cubic`], ...) only says how its window reacts to each.
+//! [`WindowCore::fused_window`] converts a PolyCC [`Fused`] value (a window, or a rate times the
+//! last RTT) into a window for `calibrate`; [`INIT_CWND`] and [`MIN_CWND`] are the window
+//! parameters they declare alike.
+//!
+//! # The loss epoch, as built
+//!
+//! - **RTT**: each report's mean RTT sample, else its last sample; a report without samples keeps
+//!   the last RTT seen.
+//! - **Loss** (`lost_packets > 0`, no timeout, outside a loss epoch): a [`WindowEvent::Loss`]; the
+//!   loss epoch lasts one RTT from now (the last RTT seen, else the report interval), and within it
+//!   further losses are ignored and the window is held ([`WindowEvent::Hold`]), as in NewReno's fast
+//!   recovery (RFC 6582).
+//! - **Timeout** (`timeout`): a [`WindowEvent::Timeout`], `repeated` when no data was acknowledged
+//!   since the previous timeout or the timeout falls inside a loss epoch (the algorithm then keeps
+//!   its `ssthresh`, RFC 5681 §3.1). It starts a loss epoch too, but without the growth hold: slow
+//!   start restarts at once.
+//! - Otherwise (no loss, or a loss inside the epoch of a timeout): a [`WindowEvent::Grow`] with the
+//!   report's newly acknowledged bytes.
+//!
+//! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
+
+use crate::controller::{FlowStart, Fused, Measurement};
+use crate::params::{ParamSpec, Unit};
+
+/// MSS assumed until the flow tells us its own, bytes.
+pub const DEFAULT_MSS: u64 = 1448;
+
+/// The largest window a decision can carry, bytes.
+pub const MAX_CWND: u64 = u32::MAX as u64;
+
+/// The `init-cwnd` parameter of a window algorithm (packets, IW10).
+pub const INIT_CWND: ParamSpec = ParamSpec {
+    key: "init-cwnd",
+    unit: Unit::Packets,
+    default: 10.0,
+    help: "initial congestion window",
+    source: "RFC 6928 §2 (IW10)",
+};
+
+/// The `min-cwnd` parameter of a window algorithm (packets): the floor of `ssthresh` and of the
+/// window after a loss.
+pub const MIN_CWND: ParamSpec = ParamSpec {
+    key: "min-cwnd",
+    unit: Unit::Packets,
+    default: 2.0,
+    help: "floor of ssthresh and of the window after a loss (not of the 1-MSS timeout loss window)",
+    source: "RFC 5681 §3.1 eq. (4) (ssthresh >= 2*SMSS)",
+};
+
+/// A parameter value in packets, clamped to `[1, u32::MAX]`.
+pub fn packets(v: f64) -> u32 {
+    v.clamp(1.0, u32::MAX as f64) as u32
+}
+
+/// What a measurement asks of a window algorithm, as [`WindowCore::on_measurement`] classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowEvent {
+    /// A retransmission timeout: set the loss window. `repeated`: no data was acknowledged since
+    /// the previous timeout, or the timeout falls inside a loss epoch; `ssthresh` stays as it is.
+    Timeout {
+        /// Whether this timeout repeats an earlier congestion event (keep `ssthresh`).
+        repeated: bool,
+    },
+    /// The first loss of a new loss epoch: reduce the window once.
+    Loss,
+    /// Grow the window for this many newly acknowledged bytes (possibly 0).
+    Grow(u64),
+    /// Inside the recovery RTT after a loss: leave the window as it is.
+    Hold,
+}
+
+/// The state every window algorithm keeps besides its window: MSS, last RTT, last report time,
+/// loss epoch and timeout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowCore {
+    /// MSS, bytes.
+    mss: u64,
+    /// Last RTT seen, µs (0: none yet).
+    rtt_us: u64,
+    /// Time of the last report (or of the start), µs.
+    now_us: u64,
+    /// Losses before this time (µs) belong to the epoch of the last reduction.
+    epoch_end_us: u64,
+    /// Hold the window until `epoch_end_us` (recovery after a loss, not after a timeout).
+    hold_growth: bool,
+    /// A timeout happened and no data has been acknowledged since.
+    after_timeout: bool,
+}
+
+impl Default for WindowCore {
+    fn default() -> Self {
+        WindowCore::new()
+    }
+}
+
+impl WindowCore {
+    /// The state before the flow starts (a 1448-byte MSS, no RTT, no loss epoch).
+    pub fn new() -> Self {
+        WindowCore {
+            mss: DEFAULT_MSS,
+            rtt_us: 0,
+            now_us: 0,
+            epoch_end_us: 0,
+            hold_growth: false,
+            after_timeout: false,
+        }
+    }
+
+    /// Begin the flow: adopt its MSS (if it names one), set the time, forget RTT, loss epoch and
+    /// timeout.
+    pub fn start(&mut self, start: &FlowStart) {
+        if start.mss > 0 {
+            self.mss = u64::from(start.mss);
+        }
+        *self = WindowCore {
+            mss: self.mss,
+            now_us: start.now_us,
+            ..WindowCore::new()
+        };
+    }
+
+    /// The MSS in use, bytes.
+    pub fn mss(&self) -> u64 {
+        self.mss
+    }
+
+    /// The last RTT seen, µs (0 before any sample).
+    pub fn rtt_us(&self) -> u64 {
+        self.rtt_us
+    }
+
+    /// The time of the last report (or of the start), µs.
+    pub fn now_us(&self) -> u64 {
+        self.now_us
+    }
+
+    /// Whether `now_us` lies inside the loss epoch of the last reduction or timeout.
+    pub fn in_epoch(&self, now_us: u64) -> bool {
+        now_us < self.epoch_end_us
+    }
+
+    /// `pkts` packets of the current MSS, bytes, capped at [`MAX_CWND`].
+    pub fn window_bytes(&self, pkts: u32) -> u64 {
+        (u64::from(pkts) * self.mss).min(MAX_CWND)
+    }
+
+    /// The RFC 5681 loss window after a timeout: one MSS, bytes.
+    pub fn loss_window(&self) -> u64 {
+        self.mss.min(MAX_CWND)
+    }
+
+    /// Take in a report (time, MSS, RTT), update the loss epoch and timeout state, and say what
+    /// the window should do.
+    pub fn on_measurement(&mut self, m: &Measurement) -> WindowEvent {
+        self.now_us = m.now_us;
+        if m.mss > 0 {
+            self.mss = u64::from(m.mss);
+        }
+        self.observe_rtt(m);
+        let in_epoch = self.in_epoch(m.now_us);
+        if m.timeout {
+            let repeated = self.after_timeout || in_epoch;
+            self.after_timeout = true;
+            self.begin_epoch(m, false);
+            return WindowEvent::Timeout { repeated };
+        }
+        if m.acked_bytes > 0 {
+            self.after_timeout = false;
+        }
+        if m.lost_packets > 0 && !in_epoch {
+            self.begin_epoch(m, true);
+            WindowEvent::Loss
+        } else if in_epoch && self.hold_growth {
+            WindowEvent::Hold
+        } else {
+            self.hold_growth = false;
+            WindowEvent::Grow(m.acked_bytes)
+        }
+    }
+
+    /// The window `fused` stands for: a fused window as is, a fused rate times the last RTT
+    /// (`None` before any RTT sample).
+    pub fn fused_window<W: WindowBytes>(&self, fused: Fused) -> Option<W> {
+        match fused {
+            Fused::Cwnd(w) => Some(W::from_cwnd(w)),
+            Fused::Rate(rate) => (self.rtt_us > 0).then(|| W::from_rate(rate, self.rtt_us)),
+        }
+    }
+
+    fn observe_rtt(&mut self, m: &Measurement) {
+        let sample = if m.rtt_mean_us > 0 {
+            m.rtt_mean_us
+        } else {
+            m.rtt_last_us
+        };
+        if sample > 0 {
+            self.rtt_us = sample;
+        }
+    }
+
+    /// Start a loss epoch of one RTT (the report interval before any RTT sample) at `m`.
+    fn begin_epoch(&mut self, m: &Measurement, hold_growth: bool) {
+        let len = if self.rtt_us > 0 {
+            self.rtt_us
+        } else {
+            m.interval_us
+        };
+        self.epoch_end_us = m.now_us.saturating_add(len);
+        self.hold_growth = hold_growth;
+    }
+}
+
+/// A window in bytes as an algorithm keeps it: whole bytes (`u64`) or with fractions (`f64`).
+pub trait WindowBytes: Copy {
+    /// A fused window, bytes.
+    fn from_cwnd(w: u32) -> Self;
+
+    /// `rate · rtt`: the window that sends `rate` bytes/s over one `rtt_us`.
+    fn from_rate(rate: u64, rtt_us: u64) -> Self;
+}
+
+impl WindowBytes for u64 {
+    fn from_cwnd(w: u32) -> Self {
+        u64::from(w)
+    }
+
+    /// Exact, rounded down, capped at [`MAX_CWND`].
+    fn from_rate(rate: u64, rtt_us: u64) -> Self {
+        let w = u128::from(rate) * u128::from(rtt_us) / 1_000_000;
+        w.min(u128::from(MAX_CWND)) as u64
+    }
+}
+
+impl WindowBytes for f64 {
+    fn from_cwnd(w: u32) -> Self {
+        f64::from(w)
+    }
+
+    /// Not capped: the algorithm clamps it as it adopts it.
+    fn from_rate(rate: u64, rtt_us: u64) -> Self {
+        rate as f64 * rtt_us as f64 / 1e6
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u64 = 1448;
+    const RTT: u64 = 100_000;
+
+    fn started() -> WindowCore {
+        let mut c = WindowCore::new();
+        c.start(&FlowStart {
+            mss: MSS as u32,
+            init_cwnd: 14480,
+            now_us: 5,
+        });
+        c
+    }
+
+    fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
+        Measurement {
+            now_us: now,
+            interval_us: 30_000,
+            acked_bytes: acked,
+            lost_packets: lost,
+            rtt_mean_us: rtt,
+            rtt_last_us: rtt,
+            mss: MSS as u32,
+            ..Measurement::default()
+        }
+    }
+
+    fn timeout(now: u64, acked: u64) -> Measurement {
+        Measurement {
+            timeout: true,
+            ..report(now, acked, 0, RTT)
+        }
+    }
+
+    #[test]
+    fn starts_with_the_flow_mss_and_no_rtt() {
+        let c = WindowCore::new();
+        assert_eq!(c.mss(), DEFAULT_MSS);
+        let mut c = started();
+        assert_eq!((c.mss(), c.rtt_us(), c.now_us()), (MSS, 0, 5));
+        assert_eq!(c.window_bytes(10), 10 * MSS);
+        assert_eq!(c.window_bytes(u32::MAX), MAX_CWND);
+        assert_eq!(c.loss_window(), MSS);
+        // A start without an MSS keeps the one known; a report may change it.
+        c.on_measurement(&report(10, 0, 0, RTT));
+        c.start(&FlowStart {
+            mss: 0,
+            init_cwnd: 0,
+            now_us: 7,
+        });
+        assert_eq!((c.mss(), c.rtt_us(), c.now_us()), (MSS, 0, 7));
+        c.on_measurement(&Measurement {
+            mss: 1000,
+            ..report(20, 0, 0, 0)
+        });
+        assert_eq!((c.mss(), c.now_us()), (1000, 20));
+    }
+
+    #[test]
+    fn rtt_is_the_mean_else_the_last_sample_else_kept() {
+        let mut c = started();
+        c.on_measurement(&report(1, 0, 0, RTT));
+        assert_eq!(c.rtt_us(), RTT);
+        c.on_measurement(&Measurement {
+            rtt_mean_us: 0,
+            ..report(2, 0, 0, 2 * RTT)
+        });
+        assert_eq!(c.rtt_us(), 2 * RTT);
+        c.on_measurement(&report(3, 0, 0, 0));
+        assert_eq!(c.rtt_us(), 2 * RTT);
+    }
+
+    #[test]
+    fn one_loss_per_epoch_then_hold_then_growth() {
+        let mut c = started();
+        assert_eq!(
+            c.on_measurement(&report(100, MSS, 0, RTT)),
+            WindowEvent::Grow(MSS)
+        );
+        assert_eq!(
+            c.on_measurement(&report(1_000, MSS, 2, RTT)),
+            WindowEvent::Loss
+        );
+        assert!(c.in_epoch(1_000 + RTT - 1) && !c.in_epoch(1_000 + RTT));
+        for now in [1_000, 50_000, 1_000 + RTT - 1] {
+            assert_eq!(
+                c.on_measurement(&report(now, MSS, 1, RTT)),
+                WindowEvent::Hold
+            );
+        }
+        assert_eq!(
+            c.on_measurement(&report(1_000 + RTT, MSS, 0, RTT)),
+            WindowEvent::Grow(MSS)
+        );
+        // The hold ended with the epoch: a new loss is a new epoch.
+        assert_eq!(
+            c.on_measurement(&report(1_000 + RTT, 0, 1, RTT)),
+            WindowEvent::Loss
+        );
+    }
+
+    #[test]
+    fn the_first_epoch_lasts_the_report_interval_before_any_rtt() {
+        let mut c = started();
+        assert_eq!(c.on_measurement(&report(1_000, 0, 1, 0)), WindowEvent::Loss);
+        assert!(c.in_epoch(1_000 + 29_999) && !c.in_epoch(1_000 + 30_000));
+    }
+
+    #[test]
+    fn timeouts_repeat_until_data_is_acked_and_do_not_hold() {
+        let mut c = started();
+        let t0 = 1_000_000;
+        assert_eq!(
+            c.on_measurement(&timeout(t0, 0)),
+            WindowEvent::Timeout { repeated: false }
+        );
+        // Later, but nothing acknowledged yet.
+        assert_eq!(
+            c.on_measurement(&timeout(t0 + 3 * RTT, 0)),
+            WindowEvent::Timeout { repeated: true }
+        );
+        // A loss inside the timeout's epoch is no new reduction, and growth is not held.
+        assert_eq!(
+            c.on_measurement(&report(t0 + 3 * RTT + 10, MSS, 4, RTT)),
+            WindowEvent::Grow(MSS)
+        );
+        assert_eq!(
+            c.on_measurement(&timeout(t0 + 5 * RTT, 0)),
+            WindowEvent::Timeout { repeated: false }
+        );
+        // Inside a loss epoch a timeout repeats the reduction already made.
+        assert_eq!(
+            c.on_measurement(&report(t0 + 7 * RTT, MSS, 1, RTT)),
+            WindowEvent::Loss
+        );
+        assert_eq!(
+            c.on_measurement(&timeout(t0 + 7 * RTT + 10, MSS)),
+            WindowEvent::Timeout { repeated: true }
+        );
+        // A timeout report's own ACKs do not clear the timeout state.
+        assert_eq!(
+            c.on_measurement(&timeout(t0 + 9 * RTT, MSS)),
+            WindowEvent::Timeout { repeated: true }
+        );
+    }
+
+    #[test]
+    fn fused_values_become_windows() {
+        let mut c = started();
+        assert_eq!(c.fused_window::<u64>(Fused::Cwnd(1234)), Some(1234));
+        assert_eq!(c.fused_window::<f64>(Fused::Cwnd(1234)), Some(1234.0));
+        // No RTT yet: a rate means nothing.
+        assert_eq!(c.fused_window::<u64>(Fused::Rate(1_000_000)), None);
+        assert_eq!(c.fused_window::<f64>(Fused::Rate(1_000_000)), None);
+        c.on_measurement(&report(1, 0, 0, 10_001));
+        assert_eq!(c.fused_window::<u64>(Fused::Rate(1_000_000)), Some(10_001));
+        assert_eq!(c.fused_window::<u64>(Fused::Rate(999)), Some(9)); // 9.99 rounds down
+        assert_eq!(
+            c.fused_window::<f64>(Fused::Rate(999)),
+            Some(999.0 * 10_001.0 / 1e6)
+        );
+        assert_eq!(c.fused_window::<u64>(Fused::Rate(u64::MAX)), Some(MAX_CWND));
+    }
+
+    #[test]
+    fn packets_are_clamped() {
+        assert_eq!(packets(0.0), 1);
+        assert_eq!(packets(-3.0), 1);
+        assert_eq!(packets(10.7), 10);
+        assert_eq!(packets(1e12), u32::MAX);
+    }
+}
