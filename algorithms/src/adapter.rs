@@ -62,6 +62,8 @@ pub struct ControlledFlow<I: Ipc> {
     time: Arc<dyn TimeSource>,
     counters: Arc<FlowCounters>,
     period: ReportPeriod,
+    /// The agent fixed the report period (`--report`); the controller's wishes are ignored.
+    forced_period: bool,
     period_sent_us: u32,
     srtt_us: f64,
     /// The pacing rate last installed, bytes/s.
@@ -70,12 +72,14 @@ pub struct ControlledFlow<I: Ipc> {
 
 impl<I: Ipc> ControlledFlow<I> {
     /// Install the shared program on the flow and the controller's initial decision with it.
+    /// `report` fixes the report period for this flow whatever the controller asks.
     pub fn start(
         mut ctl: Box<dyn Controller>,
         mut dp: Datapath<I>,
         info: &DatapathInfo,
         time: Arc<dyn TimeSource>,
         counters: Arc<FlowCounters>,
+        report: Option<ReportPeriod>,
     ) -> Self {
         let mss = info.mss.max(1);
         let d = ctl.on_start(&FlowStart {
@@ -83,7 +87,7 @@ impl<I: Ipc> ControlledFlow<I> {
             init_cwnd: info.init_cwnd,
             now_us: time.now_us(),
         });
-        let period = d.report.unwrap_or(ReportPeriod::PerRtt);
+        let period = report.or(d.report).unwrap_or(ReportPeriod::PerRtt);
         let period_us = initial_period(period);
         let mut fields: Vec<(&str, u32)> = decision_fields(&d);
         fields.push(("period", period_us));
@@ -103,6 +107,7 @@ impl<I: Ipc> ControlledFlow<I> {
             time,
             counters,
             period,
+            forced_period: report.is_some(),
             period_sent_us: period_us,
             srtt_us: 0.0,
             rate: d.rate.unwrap_or(0),
@@ -118,7 +123,9 @@ impl<I: Ipc> ControlledFlow<I> {
         let Some(decoder) = &self.decoder else {
             return;
         };
-        if let Some(p) = d.report {
+        if let Some(p) = d.report
+            && !self.forced_period
+        {
             self.period = p;
         }
         if let Some(r) = d.rate {

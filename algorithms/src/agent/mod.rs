@@ -11,6 +11,7 @@ pub mod ipc;
 pub mod rules;
 
 use crate::adapter::{ControlledFlow, FlowCounters, TimeSource};
+use crate::controller::ReportPeriod;
 use crate::params::ParamSet;
 use crate::program;
 use crate::registry::{self, AlgorithmSpec};
@@ -43,6 +44,8 @@ pub struct AgentCore {
     pub counters: Arc<FlowCounters>,
     time: Arc<dyn TimeSource>,
     alg_counts: RwLock<HashMap<&'static str, u64>>,
+    /// A report period imposed on every flow (`--report`), else each controller chooses.
+    report: Option<ReportPeriod>,
 }
 
 impl AgentCore {
@@ -63,7 +66,14 @@ impl AgentCore {
             counters: Arc::new(FlowCounters::default()),
             time,
             alg_counts: RwLock::new(HashMap::new()),
+            report: None,
         }
+    }
+
+    /// Impose one report period on every flow (per ACK, per RTT or a fixed period).
+    pub fn with_report_period(mut self, report: Option<ReportPeriod>) -> Self {
+        self.report = report;
+        self
     }
 
     fn base(&self, alg: &'static AlgorithmSpec) -> ParamSet {
@@ -200,6 +210,7 @@ impl<I: Ipc> CongAlg<I> for Pool {
             &info,
             core.time.clone(),
             core.counters.clone(),
+            core.report,
         )
     }
 }

@@ -2,6 +2,7 @@
 //! every datapath on the host and hosts every algorithm of the library.
 
 use anyhow::{Context, Result, bail};
+use ccp_algorithms::ReportPeriod;
 use ccp_algorithms::adapter::{TimeSource, WallTime};
 use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
 use ccp_algorithms::agent::rules::Rules;
@@ -76,6 +77,21 @@ struct Cli {
     /// Write the agent's counters as JSON to this file when it stops
     #[arg(long)]
     stats: Option<PathBuf>,
+
+    /// Report period for every flow: per-ack, per-rtt or a duration such as 10ms (default: each
+    /// algorithm chooses; most report once per smoothed RTT)
+    #[arg(long, value_parser = parse_report)]
+    report: Option<ReportPeriod>,
+}
+
+fn parse_report(s: &str) -> Result<ReportPeriod, String> {
+    match s {
+        "per-ack" => Ok(ReportPeriod::PerAck),
+        "per-rtt" => Ok(ReportPeriod::PerRtt),
+        d => ccp_units::parse_duration(d)
+            .map(|t| ReportPeriod::Micros(t.as_micros() as u64))
+            .map_err(|e| format!("{e}; or per-ack, per-rtt")),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -223,13 +239,10 @@ fn main() -> Result<()> {
         "ccp-agent starting"
     );
     let time: Arc<dyn TimeSource> = Arc::new(WallTime::default());
-    let core = Arc::new(AgentCore::new(
-        default_alg,
-        base,
-        rules,
-        cli.rules.clone(),
-        time,
-    ));
+    let core = Arc::new(
+        AgentCore::new(default_alg, base, rules, cli.rules.clone(), time)
+            .with_report_period(cli.report),
+    );
     let stop = Arc::new(AtomicBool::new(true));
 
     let mut signals = signal_hook::iterator::Signals::new([
