@@ -1,0 +1,114 @@
+//! Round-trip time estimation and the timer periods derived from it (RFC 9002 §5–6): latest,
+//! minimum and smoothed RTT, RTT variation, the loss-detection time threshold and the probe
+//! timeout.
+
+/// Timer granularity, µs (RFC 9002's kGranularity).
+pub const GRANULARITY_US: u64 = 1_000;
+/// Maximum ACK delay assumed of the receiver, µs. It acks at least every 1 ms, but a busy or
+/// virtualised host may wake its timer a scheduler tick (4 ms at HZ=250) late; 5 ms keeps
+/// probes from firing on such hiccups.
+pub const MAX_ACK_DELAY_US: u64 = 5_000;
+/// RTT assumed before any sample, µs (RFC 9002's kInitialRtt).
+pub const INITIAL_RTT_US: u64 = 333_000;
+
+/// RTT state of one flow, µs.
+#[derive(Clone, Debug)]
+pub struct RttEstimator {
+    latest: u64,
+    min: u64,
+    smoothed: u64,
+    var: u64,
+    has_sample: bool,
+}
+
+impl Default for RttEstimator {
+    fn default() -> Self {
+        RttEstimator {
+            latest: 0,
+            min: 0,
+            smoothed: INITIAL_RTT_US,
+            var: INITIAL_RTT_US / 2,
+            has_sample: false,
+        }
+    }
+}
+
+impl RttEstimator {
+    /// Takes one sample: `latest` measured RTT and the peer's reported `ack_delay`. Returns the
+    /// ack-delay-adjusted sample (what controllers are told).
+    pub fn update(&mut self, latest: u64, ack_delay: u64) -> u64 {
+        let latest = latest.max(1);
+        self.latest = latest;
+        if !self.has_sample {
+            self.has_sample = true;
+            self.min = latest;
+            self.smoothed = latest;
+            self.var = latest / 2;
+            return latest;
+        }
+        self.min = self.min.min(latest);
+        let ack_delay = ack_delay.min(MAX_ACK_DELAY_US);
+        let adjusted = if latest >= self.min + ack_delay {
+            latest - ack_delay
+        } else {
+            latest
+        };
+        let dev = self.smoothed.abs_diff(adjusted);
+        self.var = (3 * self.var + dev) / 4;
+        self.smoothed = (7 * self.smoothed + adjusted) / 8;
+        adjusted
+    }
+
+    /// Whether any sample was taken.
+    pub fn has_sample(&self) -> bool {
+        self.has_sample
+    }
+
+    /// Smoothed RTT.
+    pub fn smoothed(&self) -> u64 {
+        self.smoothed
+    }
+
+    /// RTT variation.
+    pub fn var(&self) -> u64 {
+        self.var
+    }
+
+    /// Minimum RTT seen (0 before any sample).
+    pub fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// Latest sample (0 before any sample).
+    pub fn latest(&self) -> u64 {
+        self.latest
+    }
+
+    /// Time threshold for loss detection: 9/8 · max(smoothed, latest), at least the granularity.
+    pub fn loss_delay(&self) -> u64 {
+        (self.smoothed.max(self.latest) * 9 / 8).max(GRANULARITY_US)
+    }
+
+    /// Probe timeout before backoff: smoothed + max(4·var, granularity) + max ACK delay.
+    pub fn pto(&self) -> u64 {
+        self.smoothed + (4 * self.var).max(GRANULARITY_US) + MAX_ACK_DELAY_US
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_rfc9002() {
+        let mut r = RttEstimator::default();
+        assert_eq!(r.pto(), 333_000 + 4 * 166_500 + MAX_ACK_DELAY_US);
+        assert_eq!(r.update(10_000, 500), 10_000);
+        assert_eq!((r.smoothed(), r.var(), r.min()), (10_000, 5_000, 10_000));
+        // Ack delay is subtracted only when the result stays above min_rtt.
+        assert_eq!(r.update(12_000, 1_000), 11_000);
+        assert_eq!(r.update(10_500, 1_000), 10_500);
+        assert_eq!(r.min(), 10_000);
+        assert!(r.loss_delay() >= r.smoothed() * 9 / 8);
+    }
+}

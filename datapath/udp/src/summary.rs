@@ -1,0 +1,279 @@
+//! What a finished flow reports: [`SenderSummary`] (with its sampled [`TraceSample`]s) and
+//! [`ReceiverSummary`], both serde-serialisable, plus CSV writers for traces and percentile
+//! helpers.
+//!
+//! Units follow the project: bytes, bytes/s and µs inside; Mbit/s, ms and s in the fields whose
+//! names say so.
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// One sample of a sender's state, taken every `trace_interval`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSample {
+    /// Seconds since the flow's handshake completed.
+    pub t_s: f64,
+    /// Congestion window the controller set, bytes.
+    pub cwnd_bytes: u32,
+    /// Pacing rate the controller set, bytes/s (None: window-limited).
+    pub pacing_rate_bps: Option<u64>,
+    /// Smoothed RTT, µs.
+    pub srtt_us: u64,
+    /// Bytes in flight.
+    pub bytes_in_flight: u64,
+    /// Stream bytes the receiver has in order.
+    pub delivered_bytes: u64,
+    /// Controller in charge.
+    pub controller: String,
+}
+
+/// The sender's account of one flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SenderSummary {
+    /// Index of the flow in the sender's configuration.
+    pub flow: usize,
+    /// Flow id (random per flow).
+    pub flow_id: u32,
+    /// Algorithm the flow asked for ("" for the default).
+    pub algorithm: String,
+    /// Controllers that were in charge, in order of first appearance.
+    pub controllers: Vec<String>,
+    /// Local address of the flow's socket.
+    pub local: String,
+    /// Receiver address.
+    pub remote: String,
+    /// Payload bytes per packet.
+    pub mss: u32,
+    /// Stream bytes delivered (the stream's final length when `completed`).
+    pub bytes: u64,
+    /// Seconds from the end of the handshake to the receiver's final acknowledgement.
+    pub duration_s: f64,
+    /// `bytes` over `duration_s`, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Handshake round trip, ms.
+    pub handshake_rtt_ms: f64,
+    /// Minimum RTT, ms.
+    pub rtt_min_ms: f64,
+    /// RTT percentiles over all samples, ms.
+    pub rtt_p50_ms: f64,
+    /// 95th percentile RTT, ms.
+    pub rtt_p95_ms: f64,
+    /// 99th percentile RTT, ms.
+    pub rtt_p99_ms: f64,
+    /// Smoothed RTT at the end, ms.
+    pub srtt_ms: f64,
+    /// DATA packets sent (first transmissions, retransmissions, probes, FIN).
+    pub sent_packets: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub sent_bytes: u64,
+    /// Packets that carried data sent before.
+    pub retransmitted_packets: u64,
+    /// Payload bytes sent again.
+    pub retransmitted_bytes: u64,
+    /// Packets declared lost (packet or time threshold, or timeout).
+    pub lost_packets: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Tail-loss probes sent.
+    pub probes: u64,
+    /// ACK datagrams processed.
+    pub acks: u64,
+    /// Datagrams ignored (malformed, wrong flow, impossible ACKs).
+    pub ignored_datagrams: u64,
+    /// Packets the receiver saw marked ECN-CE.
+    pub ecn_ce_packets: u64,
+    /// Whether GSO was used.
+    pub gso: bool,
+    /// xxh3-128 hash of the stream the sender sent, 32 hex digits.
+    pub hash: String,
+    /// The receiver acknowledged the whole stream and the FIN.
+    pub completed: bool,
+    /// The receiver's verdict on length and hash (None if it never completed).
+    pub receiver_intact: Option<bool>,
+    /// The transfer was cut short by the stop flag.
+    pub stopped_early: bool,
+    /// State samples.
+    pub trace: Vec<TraceSample>,
+}
+
+/// The receiver's account of one flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverSummary {
+    /// Index of the flow in order of arrival at the receiver.
+    pub flow: usize,
+    /// Flow id.
+    pub flow_id: u32,
+    /// Sender address (as seen by the receiver).
+    pub peer: String,
+    /// Stream bytes received in order.
+    pub bytes: u64,
+    /// Total length announced by the FIN (None: no FIN seen).
+    pub expected_bytes: Option<u64>,
+    /// xxh3-128 hash of the bytes received in order, 32 hex digits.
+    pub hash: String,
+    /// Hash the sender announced in the FIN.
+    pub sender_hash: Option<String>,
+    /// FIN seen, every byte received, length and hash equal to the sender's.
+    pub intact: bool,
+    /// The stream completed (FIN seen, no hole).
+    pub completed: bool,
+    /// DATA packets received (duplicates included).
+    pub packets: u64,
+    /// Packets that brought no new byte (duplicated or retransmitted twice).
+    pub duplicates: u64,
+    /// Packets that arrived ahead of a hole.
+    pub out_of_order: u64,
+    /// Packets received with ECN-CE.
+    pub ecn_ce_packets: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// Seconds from the first DATA packet to the last in-order byte.
+    pub duration_s: f64,
+    /// `bytes` over `duration_s`, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Longest interval without a new in-order byte, ms.
+    pub longest_stall_ms: f64,
+    /// Datagrams the receiver ignored (all flows, garbage included) when this summary was made.
+    pub ignored_datagrams: u64,
+}
+
+/// Header line of [`write_trace_csv`].
+pub const TRACE_CSV_HEADER: &str =
+    "flow_id,t_s,cwnd_bytes,pacing_rate_bps,srtt_us,bytes_in_flight,delivered_bytes,controller";
+
+impl SenderSummary {
+    /// Writes this flow's trace as CSV rows (without header).
+    pub fn write_trace_rows(&self, w: &mut dyn Write) -> io::Result<()> {
+        for s in &self.trace {
+            writeln!(
+                w,
+                "{:08x},{:.6},{},{},{},{},{},{}",
+                self.flow_id,
+                s.t_s,
+                s.cwnd_bytes,
+                s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
+                s.srtt_us,
+                s.bytes_in_flight,
+                s.delivered_bytes,
+                csv_field(&s.controller)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the traces of `flows` as one CSV table with [`TRACE_CSV_HEADER`] to `w`.
+pub fn write_trace_csv_to(w: &mut dyn Write, flows: &[SenderSummary]) -> io::Result<()> {
+    writeln!(w, "{TRACE_CSV_HEADER}")?;
+    for f in flows {
+        f.write_trace_rows(w)?;
+    }
+    Ok(())
+}
+
+/// Writes the traces of `flows` to the file `path`, one table for all flows
+/// ([`write_trace_csv_to`] for any writer).
+pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
+    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
+    write_trace_csv_to(&mut w, flows)?;
+    w.flush()
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The `q` quantile (0..=1) of `sorted` (nearest rank); 0 when empty.
+pub fn percentile(sorted: &[u32], q: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Mbit/s for `bytes` over `secs` (0 when no time passed).
+pub fn mbps(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs / 1e6
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_csv() {
+        let v: Vec<u32> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&v, 1.0), 100);
+        assert_eq!(percentile(&[], 0.5), 0);
+        assert_eq!(mbps(1_000_000, 1.0), 8.0);
+        let s = TraceSample {
+            t_s: 0.01,
+            cwnd_bytes: 14480,
+            pacing_rate_bps: None,
+            srtt_us: 50,
+            bytes_in_flight: 1448,
+            delivered_bytes: 0,
+            controller: "agent:cubic,beta".into(),
+        };
+        let f = SenderSummary {
+            flow: 0,
+            flow_id: 0xab,
+            algorithm: String::new(),
+            controllers: vec![],
+            local: String::new(),
+            remote: String::new(),
+            mss: 1448,
+            bytes: 0,
+            duration_s: 0.0,
+            goodput_mbps: 0.0,
+            handshake_rtt_ms: 0.0,
+            rtt_min_ms: 0.0,
+            rtt_p50_ms: 0.0,
+            rtt_p95_ms: 0.0,
+            rtt_p99_ms: 0.0,
+            srtt_ms: 0.0,
+            sent_packets: 0,
+            sent_bytes: 0,
+            retransmitted_packets: 0,
+            retransmitted_bytes: 0,
+            lost_packets: 0,
+            timeouts: 0,
+            probes: 0,
+            acks: 0,
+            ignored_datagrams: 0,
+            ecn_ce_packets: 0,
+            gso: false,
+            hash: String::new(),
+            completed: false,
+            receiver_intact: None,
+            stopped_early: false,
+            trace: vec![s],
+        };
+        let mut out = Vec::new();
+        write_trace_csv_to(&mut out, std::slice::from_ref(&f)).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text.lines().nth(1).unwrap(),
+            "000000ab,0.010000,14480,,50,1448,0,\"agent:cubic,beta\""
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.csv");
+        write_trace_csv(&path, std::slice::from_ref(&f)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        let json = serde_json::to_string(&f).unwrap();
+        let back: SenderSummary = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f);
+    }
+}
