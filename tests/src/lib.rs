@@ -254,3 +254,114 @@ pub fn ack(acked: u32, rtt_us: u64, cwnd: u32, inflight: u32) -> Primitives {
         ..Primitives::default()
     }
 }
+
+/// A running `ccp-udp recv`, killed when dropped.
+pub struct UdpReceiver {
+    pub child: Child,
+    pub addr: std::net::SocketAddr,
+    pub json: PathBuf,
+    pub stderr: PathBuf,
+}
+
+impl UdpReceiver {
+    /// Start a receiver on an ephemeral loopback port that exits after `flows` flows and writes
+    /// its summary to `dir/<name>.json`.
+    pub fn start(dir: &Path, name: &str, flows: usize, extra: &[&str]) -> Result<UdpReceiver> {
+        let json = dir.join(format!("{name}.json"));
+        let stderr = dir.join(format!("{name}.err"));
+        let child = Command::new(workspace_bin("ccp-udp")?)
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--flows",
+                &flows.to_string(),
+            ])
+            .arg("--json")
+            .arg(&json)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()?;
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+            if let Some(addr) = text.lines().find_map(|l| l.strip_prefix("listening on ")) {
+                let addr = addr.trim().parse()?;
+                return Ok(UdpReceiver {
+                    child,
+                    addr,
+                    json,
+                    stderr,
+                });
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("receiver did not start: {text}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Wait for the receiver to exit (at most `timeout`) and return its summary JSON.
+    pub fn finish(mut self, timeout: Duration) -> Result<serde_json::Value> {
+        let t0 = Instant::now();
+        while self.child.try_wait()?.is_none() {
+            if t0.elapsed() > timeout {
+                bail!(
+                    "receiver did not finish in {timeout:?}: {}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let text = std::fs::read_to_string(&self.json).with_context(|| {
+            format!(
+                "no summary: {}",
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            )
+        })?;
+        Ok(serde_json::from_str(&text)?)
+    }
+}
+
+impl Drop for UdpReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `ccp-udp send` with `args` to completion (at most `timeout`); returns (success, stdout,
+/// stderr, summary JSON if `--json` was given and written).
+pub fn udp_send(args: &[&str], timeout: Duration) -> Result<(bool, String, String)> {
+    let mut child = Command::new(workspace_bin("ccp-udp")?)
+        .arg("send")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if t0.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output()?;
+            bail!(
+                "sender did not finish in {timeout:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
