@@ -1,0 +1,191 @@
+//! Running a scenario: building the world, starting the real agent (the project's `AgentCore`
+//! and `Pool` on the portus runtime, with the virtual clock as its time source and
+//! [`crate::ipc::SimIpc`] behind the agent's `Screened` IPC wrapper), running portus's
+//! loop until the scenario ends, and collecting the [`SimResult`].
+
+use crate::error::SimError;
+use crate::ipc::SimIpc;
+use crate::scenario::{Scenario, WorkloadSpec};
+use crate::sim::{RunCounters, World};
+use crate::stats::{FlowRecord, FlowSample, QueueRecord, QueueSample};
+use crate::time::VirtualClock;
+use ccp_algorithms::adapter::TimeSource;
+use ccp_algorithms::agent::ipc::Screened;
+use ccp_algorithms::agent::rules::Rules;
+use ccp_algorithms::agent::{AgentCore, Pool, split_requested};
+use ccp_algorithms::params::ParamSet;
+use ccp_algorithms::registry;
+use portus::ipc::BackendBuilder;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the agent counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AgentStats {
+    pub flows_created: u64,
+    pub flows_closed: u64,
+    pub reports: u64,
+    pub bad_reports: u64,
+    pub updates: u64,
+    pub update_errors: u64,
+    pub malformed_messages: u64,
+    /// Flows per algorithm.
+    pub algorithms: BTreeMap<String, u64>,
+}
+
+/// Everything a run produced.
+pub struct SimResult {
+    /// The scenario as run (seed replaced by the one used).
+    pub scenario: Scenario,
+    pub seed: u64,
+    /// Simulated time at the end, ns.
+    pub end_ns: u64,
+    pub counters: RunCounters,
+    pub agent: AgentStats,
+    pub flows: Vec<FlowRecord>,
+    pub flow_series: Vec<FlowSample>,
+    /// Recorded queues (all, or those of `output.queues`).
+    pub queues: Vec<QueueRecord>,
+    /// Names of every port, indexed as `QueueSample::queue`.
+    pub port_names: Vec<String>,
+    pub queue_series: Vec<QueueSample>,
+}
+
+impl SimResult {
+    /// The record of queue `name`.
+    pub fn queue(&self, name: &str) -> Option<&QueueRecord> {
+        self.queues.iter().find(|q| q.name == name)
+    }
+
+    /// Samples of queue `name`.
+    pub fn queue_samples<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a QueueSample> + 'a {
+        let id = self.port_names.iter().position(|n| n == name);
+        self.queue_series
+            .iter()
+            .filter(move |s| Some(s.queue as usize) == id)
+    }
+
+    /// Samples of flow `flow`.
+    pub fn flow_samples(&self, flow: u32) -> impl Iterator<Item = &FlowSample> + '_ {
+        self.flow_series.iter().filter(move |s| s.flow == flow)
+    }
+}
+
+fn parse_params(list: &[String]) -> Result<HashMap<&'static str, ParamSet>, SimError> {
+    let mut map: HashMap<&'static str, ParamSet> = HashMap::new();
+    for item in list {
+        let bad = |m: String| SimError::Invalid(format!("agent.params: {item:?}: {m}"));
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
+        let (alg, key) = name
+            .split_once('.')
+            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
+        let spec = registry::lookup(alg).map_err(bad)?;
+        let set = map.entry(spec.name).or_insert_with(|| spec.defaults());
+        set.set(spec.params, key, value)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(map)
+}
+
+/// Check that every algorithm a flow asks for exists and its parameters parse (the agent would
+/// only warn and fall back to its default).
+fn check_algorithms(s: &Scenario) -> Result<(), SimError> {
+    let mut named: Vec<(String, &str)> = s
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("flows[{i}].alg"), f.alg.as_str()))
+        .collect();
+    for (i, w) in s.workloads.iter().enumerate() {
+        let alg = match w {
+            WorkloadSpec::Poisson(p) => p.alg.as_str(),
+            WorkloadSpec::Incast(c) => c.alg.as_str(),
+        };
+        named.push((format!("workloads[{i}].alg"), alg));
+    }
+    for (field, alg) in named {
+        if alg.is_empty() {
+            continue;
+        }
+        let (name, overrides) = split_requested(alg);
+        let spec =
+            registry::lookup(name).map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
+        spec.params_from(overrides)
+            .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Run `scenario` with `seed` (default: the scenario's).
+pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError> {
+    let seed = seed.unwrap_or(scenario.seed);
+    scenario
+        .validate()
+        .map_err(|m| SimError::Invalid(m.replace('\n', "; ")))?;
+    check_algorithms(scenario)?;
+    let default_alg = registry::lookup(&scenario.agent.default_alg)
+        .map_err(|e| SimError::Invalid(format!("agent.default_alg: {e}")))?;
+    let base = parse_params(&scenario.agent.params)?;
+    let clock = VirtualClock::new();
+    let world = Arc::new(Mutex::new(World::build(scenario, seed, clock.clone())?));
+    let time: Arc<dyn TimeSource> = Arc::new(clock);
+    let core = Arc::new(AgentCore::new(
+        default_alg,
+        base,
+        Rules::default(),
+        None,
+        time,
+    ));
+    let stop = Arc::new(AtomicBool::new(true));
+    let ipc = Screened::new(
+        SimIpc::new(world.clone(), stop.clone()),
+        core.screen.clone(),
+    );
+    let ended = portus::RunBuilder::new(BackendBuilder { sock: ipc })
+        .default_alg(Pool(core.clone()))
+        .with_stop_handle(stop.clone())
+        .run();
+    let mut w = world
+        .lock()
+        .map_err(|_| SimError::Agent("the simulation panicked".into()))?;
+    if !w.done() {
+        return Err(SimError::Agent(format!(
+            "the agent loop ended at {} ns, before the scenario did: {ended:?}",
+            w.now()
+        )));
+    }
+    stop.store(false, Ordering::SeqCst);
+    let out = w.output();
+    let c = &core.counters;
+    let agent = AgentStats {
+        flows_created: c.flows_created.load(Ordering::Relaxed),
+        flows_closed: c.flows_closed.load(Ordering::Relaxed),
+        reports: c.reports.load(Ordering::Relaxed),
+        bad_reports: c.bad_reports.load(Ordering::Relaxed),
+        updates: c.updates.load(Ordering::Relaxed),
+        update_errors: c.update_errors.load(Ordering::Relaxed),
+        malformed_messages: core.screen.counters.malformed.load(Ordering::Relaxed),
+        algorithms: core
+            .algorithm_counts()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    };
+    let mut scenario = scenario.clone();
+    scenario.seed = seed;
+    Ok(SimResult {
+        scenario,
+        seed,
+        end_ns: out.end_ns,
+        counters: out.counters,
+        agent,
+        flows: out.flows,
+        flow_series: out.flow_series,
+        queues: out.queues,
+        port_names: out.queue_names,
+        queue_series: out.queue_series,
+    })
+}
