@@ -13,8 +13,10 @@ use portus::lang::Scope;
 /// Name under which the program is installed on every datapath.
 pub const PROGRAM_NAME: &str = "ccp_measure";
 
-/// Initial report period before the agent learns the RTT, µs.
-pub const INITIAL_PERIOD_US: u32 = 10_000;
+/// Initial report period before the agent learns the RTT, µs: short, so that a datacenter flow
+/// (RTTs of tens of µs) is under control within a millisecond; the first report with an RTT
+/// sample moves it to one smoothed RTT.
+pub const INITIAL_PERIOD_US: u32 = 1_000;
 
 /// Source of the shared program (portus datapath language).
 ///
@@ -45,7 +47,7 @@ pub const SOURCE: &str = "
         (volatile cwnd 0)
         (volatile micros 0)
     )
-    (period 10000)
+    (period 1000)
 )
 (when true
     (:= Report.acked (+ Report.acked Ack.bytes_acked))
