@@ -48,10 +48,11 @@ impl AlgorithmSpec {
 
 /// Every algorithm of the library, in listing order.
 pub fn all() -> &'static [AlgorithmSpec] {
-    &ALL
+    ALL
 }
 
-static ALL: [AlgorithmSpec; 2] = [crate::reno::SPEC, crate::cubic::SPEC];
+/// One line per algorithm; the listing order of `ccp-agent algorithms`.
+static ALL: &[AlgorithmSpec] = &[crate::reno::SPEC, crate::cubic::SPEC];
 
 /// The algorithm called `name`.
 pub fn find(name: &str) -> Option<&'static AlgorithmSpec> {
