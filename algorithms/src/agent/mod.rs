@@ -150,6 +150,27 @@ impl AgentCore {
     }
 }
 
+/// Parse agent-wide parameter settings `ALG.KEY=VALUE` (the agent's `--param` flags, a
+/// simulator scenario's `agent.params`) into per-algorithm parameter sets. Errors name the item
+/// and what was expected.
+pub fn parse_param_settings(list: &[String]) -> Result<HashMap<&'static str, ParamSet>, String> {
+    let mut map: HashMap<&'static str, ParamSet> = HashMap::new();
+    for item in list {
+        let bad = |m: String| format!("{item:?}: {m}");
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
+        let (alg, key) = name
+            .split_once('.')
+            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
+        let spec = registry::lookup(alg).map_err(bad)?;
+        let set = map.entry(spec.name).or_insert_with(|| spec.defaults());
+        set.set(spec.params, key, value)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(map)
+}
+
 /// Split a requested algorithm `name[:key=value,key=value]` (what fits libccp's 63-byte congAlg
 /// field) into the name and its parameter overrides.
 pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {

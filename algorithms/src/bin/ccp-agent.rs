@@ -6,7 +6,7 @@ use ccp_algorithms::ReportPeriod;
 use ccp_algorithms::adapter::{TimeSource, WallTime};
 use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
 use ccp_algorithms::agent::rules::Rules;
-use ccp_algorithms::agent::{AgentCore, Pool, log_reload};
+use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -128,20 +128,7 @@ fn expand_shorthand(args: Vec<String>) -> Vec<String> {
 }
 
 fn parse_params(list: &[String]) -> Result<HashMap<&'static str, ParamSet>> {
-    let mut map: HashMap<&'static str, ParamSet> = HashMap::new();
-    for item in list {
-        let (name, value) = item
-            .split_once('=')
-            .with_context(|| format!("--param {item:?}: expected ALG.KEY=VALUE"))?;
-        let (alg, key) = name
-            .split_once('.')
-            .with_context(|| format!("--param {item:?}: expected ALG.KEY=VALUE"))?;
-        let spec = registry::lookup(alg).map_err(|e| anyhow::anyhow!("--param {item:?}: {e}"))?;
-        let set = map.entry(spec.name).or_insert_with(|| spec.defaults());
-        set.set(spec.params, key, value)
-            .map_err(|e| anyhow::anyhow!("--param {item:?}: {e}"))?;
-    }
-    Ok(map)
+    parse_param_settings(list).map_err(|e| anyhow::anyhow!("--param {e}"))
 }
 
 fn list_algorithms() {

@@ -12,7 +12,7 @@ use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
 use ccp_algorithms::agent::ipc::Screened;
 use ccp_algorithms::agent::rules::Rules;
-use ccp_algorithms::agent::{AgentCore, Pool, split_requested};
+use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
 use portus::ipc::BackendBuilder;
@@ -73,21 +73,7 @@ impl SimResult {
 }
 
 fn parse_params(list: &[String]) -> Result<HashMap<&'static str, ParamSet>, SimError> {
-    let mut map: HashMap<&'static str, ParamSet> = HashMap::new();
-    for item in list {
-        let bad = |m: String| SimError::Invalid(format!("agent.params: {item:?}: {m}"));
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
-        let (alg, key) = name
-            .split_once('.')
-            .ok_or_else(|| bad("expected ALG.KEY=VALUE".into()))?;
-        let spec = registry::lookup(alg).map_err(bad)?;
-        let set = map.entry(spec.name).or_insert_with(|| spec.defaults());
-        set.set(spec.params, key, value)
-            .map_err(|e| bad(e.to_string()))?;
-    }
-    Ok(map)
+    parse_param_settings(list).map_err(|e| SimError::Invalid(format!("agent.params: {e}")))
 }
 
 /// Check that every algorithm a flow asks for exists and its parameters parse (the agent would
