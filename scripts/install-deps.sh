@@ -9,6 +9,8 @@ have_pkg libclang-dev || need+=(libclang-dev)   # bindgen, for the libccp crate 
 command -v make >/dev/null || need+=(make)      # the libccp crate builds its C code with make
 command -v cc >/dev/null || need+=(gcc)
 command -v ip >/dev/null || need+=(iproute2)
+command -v ping >/dev/null || need+=(iputils-ping)   # ccp-emu end-to-end tests (delay, testbed)
+command -v iperf3 >/dev/null || need+=(iperf3)       # ccp-emu tests and bench: kernel TCP (cubic) across the emulator
 
 if ((${#need[@]})); then
   sudo=""
