@@ -11,8 +11,10 @@ deps:
 build: deps
 	$(CARGO) build --workspace --release --bins
 
+# The quickstart recipe: reno against cubic in the simulator over a loss sweep, then over UDP on
+# loopback with the real agent; prints the path of the HTML report at the end.
 run: build
-	./scripts/quickstart.sh
+	./target/release/ccp-exp run experiments/recipes/quickstart.yaml --out results/quickstart --fresh
 
 test: deps
 	$(CARGO) fmt --all -- --check

@@ -1,0 +1,270 @@
+//! The emulator backend: the recipe's link becomes a `ccp_emu::Testbed` (one sender host and
+//! one receiver host, each in its own network namespace, joined by mahimahi-compatible uplink
+//! and downlink pipelines: rate or trace, queue, loss, delay); `ccp-udp recv` runs on the
+//! receiver host, `ccp-udp send` with one `--flow` per flow copy on the sender host, and the
+//! real `ccp-agent` beside them (its unix socket is a file, reachable from every namespace).
+//! Wall-clock time, one run at a time; needs root (namespaces, TUN devices).
+
+use super::udp::{
+    Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, tempdir, to_run_data,
+    wait_line,
+};
+use super::{BackendError, RunContext};
+use crate::data::RunData;
+use crate::recipe::{Direction, Limit, Queue};
+use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, QueueKind, Testbed, TestbedConfig, Trace};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The port the receiver listens on inside its namespace.
+const PORT: u16 = 4433;
+
+fn emu_err(e: ccp_emu::EmuError) -> BackendError {
+    BackendError::Process(format!("emulator: {e}"))
+}
+
+fn queue_config(q: &Queue) -> Result<QueueConfig, BackendError> {
+    let limit = |l: &Limit| -> Result<(u32, u32), BackendError> {
+        match l {
+            Limit::Packets(p) => Ok((u32::try_from(*p).unwrap_or(u32::MAX), 0)),
+            Limit::Bytes(b) => Ok((0, u32::try_from(*b).unwrap_or(u32::MAX))),
+            Limit::Bdp(_) => Err(BackendError::Unavailable(
+                "bdp= queue sizes are understood by the sim backend only".into(),
+            )),
+        }
+    };
+    let ms = |us: u64| u32::try_from(us.div_ceil(1000)).unwrap_or(u32::MAX);
+    let mut c = QueueConfig::default();
+    match q {
+        Queue::Infinite => {}
+        Queue::DropTail(l) | Queue::DropHead(l) => {
+            c.kind = if matches!(q, Queue::DropTail(_)) {
+                QueueKind::DropTail
+            } else {
+                QueueKind::DropHead
+            };
+            (c.packets, c.bytes) = limit(l)?;
+        }
+        Queue::Codel {
+            limit: l,
+            target_us,
+            interval_us,
+        } => {
+            c.kind = QueueKind::Codel;
+            (c.packets, c.bytes) = limit(l)?;
+            c.target_ms = ms(*target_us);
+            c.interval_ms = ms(*interval_us);
+        }
+        Queue::Pie {
+            limit: l,
+            qdelay_ref_us,
+            max_burst_us,
+        } => {
+            c.kind = QueueKind::Pie;
+            (c.packets, c.bytes) = limit(l)?;
+            c.qdelay_ref_ms = ms(*qdelay_ref_us);
+            c.max_burst_ms = ms(*max_burst_us);
+        }
+        Queue::Red { .. } => {
+            return Err(BackendError::Unavailable(
+                "queue red is the simulator's; mahimahi has no red".into(),
+            ));
+        }
+    }
+    Ok(c)
+}
+
+fn link_config(d: &Direction) -> Result<Option<LinkConfig>, BackendError> {
+    let mut l = match (&d.trace, d.rate) {
+        (Some(t), _) => LinkConfig::trace(Trace::load(t).map_err(emu_err)?),
+        (None, Some(r)) => LinkConfig::rate(r),
+        (None, None) => return Ok(None),
+    };
+    l.queue = queue_config(&d.queue)?;
+    Ok(Some(l))
+}
+
+/// Whether this process may build a testbed, and if not why.
+pub fn unavailable_here() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("backend emu needs root (network namespaces and TUN devices)".into());
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Some("backend emu needs /dev/net/tun".into());
+    }
+    None
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Run one run through the emulator.
+pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
+    if let Some(why) = unavailable_here() {
+        return Err(BackendError::Unavailable(why));
+    }
+    let r = ctx.recipe;
+    let raw = ctx.dir.join("raw");
+    std::fs::create_dir_all(&raw).map_err(|e| BackendError::io(&raw, e))?;
+    let agent_bin = ctx.bins.find("ccp-agent")?;
+    let udp_bin = ctx.bins.find("ccp-udp")?;
+    let uplink = link_config(&r.link.uplink)?;
+    let capacity_bps = match (&r.link.uplink.trace, r.link.uplink.rate) {
+        (Some(t), _) => Some(Trace::load(t).map_err(emu_err)?.mean_rate() * 8.0),
+        (None, Some(rate)) => Some(rate as f64 * 8.0),
+        _ => None,
+    };
+    let cfg = TestbedConfig {
+        senders: 1,
+        uplink,
+        downlink: link_config(&r.link.downlink)?,
+        delay: DelayConfig::fixed(Duration::from_micros(r.link.delay_us)),
+        uplink_loss: r.link.uplink.loss,
+        downlink_loss: r.link.downlink.loss,
+        name_prefix: format!("cx{}", SEQ.fetch_add(1, Ordering::SeqCst) % 10_000),
+        seed: ctx.seed,
+        command_line: format!("ccp-exp {}", ctx.name),
+        ..TestbedConfig::default()
+    };
+    let tb = Testbed::new(cfg).map_err(emu_err)?;
+
+    let sockdir = tempdir()?;
+    let agent_sock = sockdir.join("agent.sock");
+    let mut agent = Proc::spawn(
+        "ccp-agent",
+        Command::new(&agent_bin)
+            .arg("--socket")
+            .arg(&agent_sock)
+            .args(["--log-level", "warn"])
+            .stdout(Stdio::null())
+            .stderr(file(&raw.join("agent.log"))?),
+    )?;
+    let t0 = Instant::now();
+    while !agent_sock.exists() {
+        if t0.elapsed() > Duration::from_secs(10) || matches!(agent.child.try_wait(), Ok(Some(_))) {
+            return Err(BackendError::Process("ccp-agent did not start".into()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let flows = flow_args(ctx);
+    let recv_err = raw.join("recv.err");
+    let receiver = tb.receiver().addr;
+    let mut recv = Proc::adopt(
+        "ccp-udp recv",
+        tb.spawn(
+            tb.receiver(),
+            Command::new(&udp_bin)
+                .args(["recv", "--listen", &format!("{receiver}:{PORT}")])
+                .args(["--flows", &flows.len().to_string()])
+                .arg("--json")
+                .arg(raw.join("recv.json"))
+                .stdin(Stdio::null())
+                .stdout(file(&raw.join("recv.out"))?)
+                .stderr(file(&recv_err)?),
+        )
+        .map_err(emu_err)?,
+    );
+    wait_line(
+        &mut recv,
+        &recv_err,
+        "listening on ",
+        Duration::from_secs(10),
+    )?;
+
+    let mut cmd = Command::new(&udp_bin);
+    cmd.args(["send", "--to", &format!("{receiver}:{PORT}")])
+        .arg("--agent")
+        .arg(&agent_sock)
+        .arg("--socket")
+        .arg(sockdir.join("datapath.sock"))
+        .args(["--log-level", "warn"])
+        .args(["--backend", &r.udp.datapath])
+        .args(["--mss", &r.udp.mss.to_string()])
+        .args([
+            "--trace-interval",
+            &format!("{}us", r.udp.trace_interval_us),
+        ])
+        .arg("--json")
+        .arg(raw.join("send.json"));
+    for f in &flows {
+        cmd.args(["--flow", f]);
+    }
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    std::fs::write(raw.join("send.args"), args.join(" ") + "\n")
+        .map_err(|e| BackendError::io(&raw.join("send.args"), e))?;
+    cmd.stdin(Stdio::null())
+        .stdout(file(&raw.join("send.out"))?)
+        .stderr(file(&raw.join("send.err"))?);
+    let sender = &tb.senders()[0];
+    let mut send = Proc::adopt("ccp-udp send", tb.spawn(sender, &mut cmd).map_err(emu_err)?);
+    let expected = Duration::from_micros(r.duration_us);
+    let sized = r.flows.iter().any(|f| f.size.is_some());
+    let limit = if sized {
+        expected * 3 + Duration::from_secs(60)
+    } else {
+        expected + Duration::from_secs(30)
+    };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(pb) = ctx.progress {
+            pb.set_position((t0.elapsed().as_millis() as u64).min(expected.as_millis() as u64));
+        }
+        if let Some(s) = send
+            .child
+            .try_wait()
+            .map_err(|e| BackendError::Process(format!("ccp-udp send: {e}")))?
+        {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            return Err(BackendError::Process(format!(
+                "ccp-udp send did not finish within {limit:?}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !status.success() {
+        return Err(BackendError::Process(format!(
+            "ccp-udp send failed ({status}): {}",
+            std::fs::read_to_string(raw.join("send.err"))
+                .unwrap_or_default()
+                .trim()
+        )));
+    }
+    let rstatus = recv.wait_for(Duration::from_secs(20))?;
+    agent.terminate(Duration::from_secs(2));
+    drop(send);
+    drop(recv);
+    let (up, down) = tb.shutdown();
+    let _ = std::fs::remove_dir_all(&sockdir);
+
+    let sent: SenderSummary = read_json(&raw.join("send.json"))?;
+    let got: ReceiverSummary = read_json(&raw.join("recv.json"))?;
+    if !rstatus.success() || got.flows.iter().any(|f| !f.intact) {
+        return Err(BackendError::Process(format!(
+            "the receiver reports a corrupt or incomplete stream ({rstatus}): {}",
+            std::fs::read_to_string(&recv_err)
+                .unwrap_or_default()
+                .trim()
+        )));
+    }
+    let mut data = to_run_data(ctx, &sent, &got)?;
+    for f in &mut data.flows {
+        f.base_rtt_ms = Some(2.0 * r.link.delay_us as f64 / 1e3);
+    }
+    data.capacity_bps = capacity_bps;
+    data.owd_base_ms = Some(r.link.delay_us as f64 / 1e3);
+    data.notes = vec![format!(
+        "emulated link: uplink {} packets in, {} out, {} dropped; downlink {} in, {} out, {} dropped",
+        up.in_pkts, up.out_pkts, up.dropped_pkts, down.in_pkts, down.out_pkts, down.dropped_pkts
+    )];
+    if data.end_s > 0.0 {
+        data.link_tx = vec![(data.end_s, up.out_bytes)];
+    }
+    Ok(data)
+}

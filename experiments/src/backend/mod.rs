@@ -1,0 +1,118 @@
+//! Backends: how one run of one recipe point executes and comes back as [`RunData`].
+//!
+//! * [`sim`]: `ccp-sim` in this process (virtual time; several at once).
+//! * [`udp`]: the `ccp-agent`, `ccp-udp recv`, `ccp-udp relay` and `ccp-udp send` binaries on
+//!   loopback (wall-clock time; one at a time).
+//! * [`emu`]: the same binaries on either side of a `ccp-emu` testbed (mahimahi-compatible
+//!   emulated link in network namespaces; wall-clock time; needs root).
+//!
+//! `kernel` is recognised by recipes but not available in this build
+//! ([`crate::recipe::Backend::unavailable`] says why).
+
+pub mod emu;
+pub mod sim;
+pub mod udp;
+
+use crate::data::RunData;
+use crate::recipe::{Backend, Recipe};
+use indicatif::ProgressBar;
+use std::path::{Path, PathBuf};
+
+/// A failed run.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("simulator: {0}")]
+    Sim(#[from] ccp_sim::SimError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Process(String),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl BackendError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> BackendError {
+        BackendError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Where the project's binaries are (for wall-clock backends).
+#[derive(Clone, Debug, Default)]
+pub struct Bins {
+    /// A directory to look in first (`--bin-dir`).
+    pub dir: Option<PathBuf>,
+}
+
+impl Bins {
+    /// Path of binary `name`: in `--bin-dir`, beside the running executable, or on `PATH`.
+    pub fn find(&self, name: &str) -> Result<PathBuf, BackendError> {
+        let mut tried = vec![];
+        let mut dirs: Vec<PathBuf> = vec![];
+        if let Some(d) = &self.dir {
+            dirs.push(d.clone());
+        }
+        if let Ok(exe) = std::env::current_exe()
+            && let Some(d) = exe.parent()
+        {
+            dirs.push(d.to_path_buf());
+            // Test binaries live in target/<profile>/deps.
+            if d.ends_with("deps")
+                && let Some(p) = d.parent()
+            {
+                dirs.push(p.to_path_buf());
+            }
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            dirs.extend(std::env::split_paths(&path));
+        }
+        for d in dirs {
+            let p = d.join(name);
+            if p.is_file() {
+                return Ok(p);
+            }
+            tried.push(d.display().to_string());
+        }
+        Err(BackendError::Unavailable(format!(
+            "{name} not found (looked in {}); build it with `cargo build --release --bins` or pass --bin-dir",
+            tried.into_iter().take(4).collect::<Vec<_>>().join(", ")
+        )))
+    }
+}
+
+/// What a backend needs to run one run.
+pub struct RunContext<'a> {
+    pub recipe: &'a Recipe,
+    pub seed: u64,
+    /// A name for the run (scenario name, logs).
+    pub name: String,
+    /// The run's (temporary) directory; backends write raw outputs under `raw/`.
+    pub dir: &'a Path,
+    pub bins: &'a Bins,
+    /// Progress of a wall-clock run (position in ms of its duration).
+    pub progress: Option<&'a ProgressBar>,
+}
+
+/// Run one run.
+pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
+    match ctx.recipe.backend {
+        Backend::Sim => sim::run(ctx),
+        Backend::Udp => udp::run(ctx),
+        Backend::Emu => emu::run(ctx),
+        b => Err(BackendError::Unavailable(
+            b.unavailable().unwrap_or("unavailable").to_string(),
+        )),
+    }
+}
+
+/// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).
+pub fn algorithm_of(requested: &str) -> String {
+    requested.split(':').next().unwrap_or("").trim().to_string()
+}

@@ -1,0 +1,665 @@
+//! Metrics of one run, computed from a backend's [`RunData`]: per-flow rows and run-level
+//! values, overall and per group (algorithm, class). Definitions (also in experiments/README.md):
+//!
+//! * `goodput_mbps`: bytes delivered in order after the warm-up, over the time from the end of
+//!   the warm-up to the end of the run (sum over the flows; per flow: over its own life).
+//! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
+//!   retransmissions included) over what its capacity allows in that time (simulator); where
+//!   only goodput is known, goodput over capacity.
+//! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
+//!   sent.
+//! * `rtt_pXX_ms`: RTT percentiles (per ACK where the backend measures them, else over the
+//!   sampled time series); `qdelay_pXX_ms`: queueing delay (per packet at the bottleneck in the
+//!   simulator; elsewhere RTT minus the base or minimum RTT); `owd_pXX_ms`: one-way delay, the
+//!   propagation delay plus the queueing delay.
+//! * `jain`: Jain's index over the flows' goodputs.
+//! * `fct_mean_ms`, `fct_p99_ms`: flow completion time of sized flows that completed, overall
+//!   and per size bucket (`:size=100KB-1MB`).
+//! * `deadline_meet_rate`: flows with a deadline that completed within it, over flows with one.
+//! * `satisfaction_mean`, `satisfaction_min`: goodput over the flow's `min_rate`.
+//! * `convergence_s`: mean over flows of the time from the flow's start until its throughput
+//!   (moving average over `metrics.convergence.window`) enters ±band of its fair share and stays
+//!   there to the flow's end; the fair share at time t is the capacity (else the run's aggregate
+//!   goodput) over the number of flows active at t. `converged_fraction`: flows that did.
+//! * `ratio:alg=A/B` (or `class=`): mean goodput per flow of group A over that of group B.
+//! * `flows`: number of flows.
+//!
+//! Group variants carry `:alg=NAME` or `:class=NAME`.
+
+use crate::data::{FlowRow, RunData, Sample};
+use crate::recipe::{GroupBy, MetricsSpec, Ratio};
+use crate::stats::{hist_percentile, jain, percentiles, round_sig};
+use std::collections::BTreeMap;
+
+/// `100KB`, `1MB`, `1.5MB`, `1448B`.
+pub fn fmt_size(b: u64) -> String {
+    for (unit, div) in [("GB", 1e9), ("MB", 1e6), ("KB", 1e3)] {
+        let v = b as f64 / div;
+        if v >= 1.0 {
+            let r = round_sig(v, 3);
+            return format!("{r}{unit}");
+        }
+    }
+    format!("{b}B")
+}
+
+/// Labels of the FCT size buckets for `edges`.
+pub fn bucket_labels(edges: &[u64]) -> Vec<String> {
+    let mut out = vec![];
+    let mut lo = 0u64;
+    for &e in edges {
+        out.push(format!(
+            "{}-{}",
+            if lo == 0 { "0".into() } else { fmt_size(lo) },
+            fmt_size(e)
+        ));
+        lo = e;
+    }
+    out.push(format!("{}+", fmt_size(lo)));
+    out
+}
+
+fn bucket_of(edges: &[u64], size: u64) -> usize {
+    edges.iter().position(|&e| size <= e).unwrap_or(edges.len())
+}
+
+fn r6(v: f64) -> f64 {
+    round_sig(v, 6)
+}
+
+struct PerFlow {
+    goodput_bps: f64,
+    delivered_in_window: f64,
+    rtt: Vec<f64>,
+    qdelay: Vec<f64>,
+    owd: Vec<f64>,
+    rtt_pct: Option<[f64; 3]>,
+    convergence_s: Option<f64>,
+    eligible_convergence: bool,
+}
+
+fn delivered_at(samples: &[&Sample], t: f64) -> u64 {
+    samples
+        .iter()
+        .take_while(|s| s.t_s <= t)
+        .last()
+        .map(|s| s.delivered)
+        .unwrap_or(0)
+}
+
+/// Moving average of goodput over a trailing window.
+fn smooth(samples: &[&Sample], window_s: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(samples.len());
+    let mut lo = 0;
+    let mut sum = 0.0;
+    for (i, s) in samples.iter().enumerate() {
+        sum += s.goodput_bps;
+        while samples[lo].t_s <= s.t_s - window_s && lo < i {
+            sum -= samples[lo].goodput_bps;
+            lo += 1;
+        }
+        out.push((s.t_s, sum / (i - lo + 1) as f64));
+    }
+    out
+}
+
+fn convergence(
+    d: &RunData,
+    i: usize,
+    samples: &[&Sample],
+    spec: &MetricsSpec,
+    aggregate_bps: f64,
+) -> Option<f64> {
+    let f = &d.flows[i];
+    let w = spec.window_us as f64 / 1e6;
+    let sm = smooth(samples, w);
+    let active = |t: f64| {
+        d.flows
+            .iter()
+            .filter(|g| g.start_s <= t && t < g.end_s)
+            .count()
+            .max(1) as f64
+    };
+    let total = d.capacity_bps.unwrap_or(aggregate_bps);
+    if total <= 0.0 {
+        return None;
+    }
+    let considered: Vec<(f64, f64)> = sm
+        .into_iter()
+        .filter(|(t, _)| *t >= f.start_s + w - 1e-9 && *t <= f.end_s + 1e-9)
+        .collect();
+    if considered.is_empty() {
+        return None;
+    }
+    let in_band = |(t, g): &(f64, f64)| {
+        let share = total / active(*t - 1e-9);
+        (g - share).abs() <= spec.band * share
+    };
+    if !in_band(considered.last()?) {
+        return None;
+    }
+    let first_ok = match considered.iter().rposition(|x| !in_band(x)) {
+        Some(k) => k + 1,
+        None => 0,
+    };
+    Some((considered[first_ok].0 - f.start_s).max(0.0))
+}
+
+/// Per-flow rows and run-level metrics of `d`.
+pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<FlowRow>) {
+    let warm = spec.warmup_us as f64 / 1e6;
+    let mut by_flow: Vec<Vec<&Sample>> = vec![vec![]; d.flows.len()];
+    for s in &d.series {
+        if let Some(v) = by_flow.get_mut(s.flow) {
+            v.push(s);
+        }
+    }
+    let window_len = (d.end_s - warm).max(1e-9);
+    let mut per: Vec<PerFlow> = vec![];
+    for (i, f) in d.flows.iter().enumerate() {
+        let samples = &by_flow[i];
+        let from = f.start_s.max(warm);
+        let before = if warm > 0.0 && f.start_s < warm && f.has_series {
+            delivered_at(samples, warm)
+        } else {
+            0
+        };
+        let delivered = f.bytes_delivered.saturating_sub(before) as f64;
+        let life = f.end_s - from;
+        let goodput_bps = if life > 0.0 {
+            delivered * 8.0 / life
+        } else {
+            0.0
+        };
+        let rtt: Vec<f64> = samples
+            .iter()
+            .map(|s| s.rtt_ms)
+            .filter(|r| *r > 0.0)
+            .collect();
+        let (qdelay, owd): (Vec<f64>, Vec<f64>) = match (f.base_rtt_ms, f.rtt_min_ms) {
+            (Some(base), _) => rtt
+                .iter()
+                .map(|r| {
+                    let q = (r - base).max(0.0);
+                    (q, base / 2.0 + q)
+                })
+                .unzip(),
+            (None, Some(min)) => (rtt.iter().map(|r| (r - min).max(0.0)).collect(), vec![]),
+            _ => (vec![], vec![]),
+        };
+        per.push(PerFlow {
+            goodput_bps,
+            delivered_in_window: delivered,
+            rtt,
+            qdelay,
+            owd,
+            rtt_pct: f.rtt_pct_ms,
+            convergence_s: None,
+            eligible_convergence: f.has_series && f.group == "flows" && samples.len() >= 2,
+        });
+    }
+    let aggregate_bps = per.iter().map(|p| p.delivered_in_window).sum::<f64>() * 8.0 / window_len;
+    for i in 0..d.flows.len() {
+        if per[i].eligible_convergence {
+            per[i].convergence_s = convergence(d, i, &by_flow[i], spec, aggregate_bps);
+        }
+    }
+
+    // Per-flow rows.
+    let mut rows = vec![];
+    for (i, (f, p)) in d.flows.iter().zip(&per).enumerate() {
+        let rp = p
+            .rtt_pct
+            .map(|a| a.to_vec())
+            .or_else(|| (!p.rtt.is_empty()).then(|| percentiles(&p.rtt, &[0.5, 0.95, 0.99])));
+        let qp = if let (None, Some(min), Some(a)) = (f.base_rtt_ms, f.rtt_min_ms, f.rtt_pct_ms) {
+            Some(vec![(a[0] - min).max(0.0), (a[1] - min).max(0.0)])
+        } else {
+            (!p.qdelay.is_empty()).then(|| percentiles(&p.qdelay, &[0.5, 0.95]))
+        };
+        let op = (!p.owd.is_empty()).then(|| percentiles(&p.owd, &[0.5, 0.95]));
+        let goodput_mbps = p.goodput_bps / 1e6;
+        rows.push(FlowRow {
+            flow: i,
+            algorithm: f.algorithm.clone(),
+            requested: f.requested.clone(),
+            class: f.class.clone(),
+            group: f.group.clone(),
+            size_bytes: f.size,
+            start_s: r6(f.start_s),
+            end_s: r6(f.end_s),
+            completed: f.completed,
+            fct_ms: f.fct_s.map(|x| r6(x * 1e3)),
+            bytes_delivered: f.bytes_delivered,
+            goodput_mbps: r6(goodput_mbps),
+            rtt_p50_ms: rp.as_ref().map(|v| r6(v[0])),
+            rtt_p95_ms: rp.as_ref().map(|v| r6(v[1])),
+            rtt_p99_ms: rp.as_ref().map(|v| r6(v[2])),
+            qdelay_p50_ms: qp.as_ref().map(|v| r6(v[0])),
+            qdelay_p95_ms: qp.as_ref().map(|v| r6(v[1])),
+            owd_p50_ms: op.as_ref().map(|v| r6(v[0])),
+            owd_p95_ms: op.as_ref().map(|v| r6(v[1])),
+            loss_rate: (f.packets_sent > 0)
+                .then(|| r6(f.lost_packets as f64 / f.packets_sent as f64)),
+            deadline_ms: f.deadline_s.map(|x| r6(x * 1e3)),
+            deadline_met: f
+                .deadline_s
+                .map(|dl| f.completed && f.fct_s.is_some_and(|fct| fct <= dl + 1e-12)),
+            min_rate_mbps: f.min_rate_bps.map(|x| r6(x / 1e6)),
+            satisfaction: f
+                .min_rate_bps
+                .filter(|m| *m > 0.0)
+                .map(|m| r6(p.goodput_bps / m)),
+            convergence_s: p.convergence_s.map(r6),
+        });
+    }
+
+    let mut m: BTreeMap<String, f64> = BTreeMap::new();
+    let all: Vec<usize> = (0..d.flows.len()).collect();
+    group_metrics(&mut m, "", d, &per, &rows, &all, spec);
+    m.insert("goodput_mbps".into(), aggregate_bps / 1e6);
+    if let Some(cap) = d.capacity_bps.filter(|c| *c > 0.0) {
+        let util = if d.link_tx.is_empty() {
+            aggregate_bps / cap
+        } else {
+            let bytes: u64 = d
+                .link_tx
+                .iter()
+                .filter(|(t, _)| *t > warm + 1e-9)
+                .map(|x| x.1)
+                .sum();
+            bytes as f64 * 8.0 / (cap * window_len)
+        };
+        m.insert("utilization".into(), util);
+    }
+    if !d.qdelay_hist.is_empty() {
+        for (q, name) in [(0.5, "p50"), (0.95, "p95"), (0.99, "p99")] {
+            if let Some(v) = hist_percentile(&d.qdelay_hist, q) {
+                m.insert(format!("qdelay_{name}_ms"), v);
+                if let Some(base) = d.owd_base_ms {
+                    m.insert(format!("owd_{name}_ms"), base + v);
+                }
+            }
+        }
+    }
+
+    // Per group.
+    let mut ratio_specs: Vec<Ratio> = spec.ratios.clone();
+    for by in [GroupBy::Algorithm, GroupBy::Class] {
+        let key = |f: &crate::data::FlowData| match by {
+            GroupBy::Algorithm => f.algorithm.clone(),
+            GroupBy::Class => f.class.clone(),
+        };
+        if by == GroupBy::Class && d.flows.iter().all(|f| f.class == f.algorithm) {
+            continue;
+        }
+        let mut order: Vec<String> = vec![];
+        for f in &d.flows {
+            let k = key(f);
+            if !order.contains(&k) {
+                order.push(k);
+            }
+        }
+        for g in &order {
+            let idx: Vec<usize> = (0..d.flows.len())
+                .filter(|&i| key(&d.flows[i]) == *g)
+                .collect();
+            group_metrics(
+                &mut m,
+                &format!(":{}={g}", by.key()),
+                d,
+                &per,
+                &rows,
+                &idx,
+                spec,
+            );
+        }
+        let listed: Vec<String> = {
+            let mut o: Vec<String> = vec![];
+            for f in d.flows.iter().filter(|f| f.group == "flows") {
+                let k = key(f);
+                if !o.contains(&k) {
+                    o.push(k);
+                }
+            }
+            o
+        };
+        if by == GroupBy::Algorithm && listed.len() == 2 && !spec.ratios.iter().any(|r| r.by == by)
+        {
+            ratio_specs.push(Ratio {
+                by,
+                numerator: listed[1].clone(),
+                denominator: listed[0].clone(),
+            });
+        }
+    }
+    for r in &ratio_specs {
+        let k = r.by.key();
+        let get = |g: &str| -> Option<f64> {
+            let total = m.get(&format!("goodput_mbps:{k}={g}"))?;
+            let n = m.get(&format!("flows:{k}={g}"))?;
+            (*n > 0.0).then(|| total / n)
+        };
+        if let (Some(a), Some(b)) = (get(&r.numerator), get(&r.denominator))
+            && b > 0.0
+        {
+            m.insert(
+                format!("ratio:{k}={}/{}", r.numerator, r.denominator),
+                a / b,
+            );
+        }
+    }
+    for v in m.values_mut() {
+        *v = r6(*v);
+    }
+    (m, rows)
+}
+
+/// Metrics of the flows `idx`, named with `suffix` (`""` for the whole run).
+fn group_metrics(
+    m: &mut BTreeMap<String, f64>,
+    suffix: &str,
+    d: &RunData,
+    per: &[PerFlow],
+    rows: &[FlowRow],
+    idx: &[usize],
+    spec: &MetricsSpec,
+) {
+    let name = |base: &str| format!("{base}{suffix}");
+    m.insert(name("flows"), idx.len() as f64);
+    if !suffix.is_empty() {
+        let window_len = (d.end_s - spec.warmup_us as f64 / 1e6).max(1e-9);
+        let bytes: f64 = idx.iter().map(|&i| per[i].delivered_in_window).sum();
+        m.insert(name("goodput_mbps"), bytes * 8.0 / window_len / 1e6);
+    }
+    let pool = |f: &dyn Fn(&PerFlow) -> &Vec<f64>| -> Vec<f64> {
+        idx.iter()
+            .flat_map(|&i| f(&per[i]).iter().copied())
+            .collect()
+    };
+    let rtt = pool(&|p| &p.rtt);
+    if !rtt.is_empty() {
+        let v = percentiles(&rtt, &[0.5, 0.95, 0.99]);
+        m.insert(name("rtt_p50_ms"), v[0]);
+        m.insert(name("rtt_p95_ms"), v[1]);
+        m.insert(name("rtt_p99_ms"), v[2]);
+    } else {
+        // Only per-flow percentiles (udp without series): the mean of the flows'.
+        let have: Vec<&FlowRow> = idx
+            .iter()
+            .map(|&i| &rows[i])
+            .filter(|r| r.rtt_p50_ms.is_some())
+            .collect();
+        if !have.is_empty() {
+            let n = have.len() as f64;
+            m.insert(
+                name("rtt_p50_ms"),
+                have.iter().filter_map(|r| r.rtt_p50_ms).sum::<f64>() / n,
+            );
+            m.insert(
+                name("rtt_p95_ms"),
+                have.iter().filter_map(|r| r.rtt_p95_ms).sum::<f64>() / n,
+            );
+            m.insert(
+                name("rtt_p99_ms"),
+                have.iter().filter_map(|r| r.rtt_p99_ms).sum::<f64>() / n,
+            );
+        }
+    }
+    // Aggregate delay percentiles come from the bottleneck's histogram when there is one.
+    if suffix.is_empty() && !d.qdelay_hist.is_empty() {
+    } else {
+        let q = pool(&|p| &p.qdelay);
+        if !q.is_empty() {
+            let v = percentiles(&q, &[0.5, 0.95, 0.99]);
+            m.insert(name("qdelay_p50_ms"), v[0]);
+            m.insert(name("qdelay_p95_ms"), v[1]);
+            m.insert(name("qdelay_p99_ms"), v[2]);
+        }
+        let o = pool(&|p| &p.owd);
+        if !o.is_empty() {
+            let v = percentiles(&o, &[0.5, 0.95, 0.99]);
+            m.insert(name("owd_p50_ms"), v[0]);
+            m.insert(name("owd_p95_ms"), v[1]);
+            m.insert(name("owd_p99_ms"), v[2]);
+        }
+    }
+    let sent: u64 = idx.iter().map(|&i| d.flows[i].packets_sent).sum();
+    if sent > 0 {
+        let lost: u64 = idx.iter().map(|&i| d.flows[i].lost_packets).sum();
+        m.insert(name("loss_rate"), lost as f64 / sent as f64);
+    }
+    let listed: Vec<f64> = idx
+        .iter()
+        .filter(|&&i| d.flows[i].group == "flows")
+        .map(|&i| per[i].goodput_bps)
+        .collect();
+    if listed.len() >= 2
+        && let Some(j) = jain(&listed)
+    {
+        m.insert(name("jain"), j);
+    }
+    // FCT, overall and by size bucket.
+    let fct: Vec<(u64, f64)> = idx
+        .iter()
+        .filter_map(|&i| {
+            let f = &d.flows[i];
+            Some((f.size?, f.fct_s? * 1e3))
+        })
+        .collect();
+    if !fct.is_empty() {
+        let all: Vec<f64> = fct.iter().map(|x| x.1).collect();
+        m.insert(
+            name("fct_mean_ms"),
+            all.iter().sum::<f64>() / all.len() as f64,
+        );
+        m.insert(name("fct_p99_ms"), percentiles(&all, &[0.99])[0]);
+        if suffix.is_empty() || !suffix.contains("size=") {
+            let labels = bucket_labels(&spec.fct_buckets);
+            for (b, label) in labels.iter().enumerate() {
+                let v: Vec<f64> = fct
+                    .iter()
+                    .filter(|(s, _)| bucket_of(&spec.fct_buckets, *s) == b)
+                    .map(|x| x.1)
+                    .collect();
+                if v.is_empty() {
+                    continue;
+                }
+                let q = if suffix.is_empty() {
+                    format!(":size={label}")
+                } else {
+                    format!("{suffix},size={label}")
+                };
+                m.insert(
+                    format!("fct_mean_ms{q}"),
+                    v.iter().sum::<f64>() / v.len() as f64,
+                );
+                m.insert(format!("fct_p99_ms{q}"), percentiles(&v, &[0.99])[0]);
+            }
+        }
+    }
+    let with_deadline: Vec<&FlowRow> = idx
+        .iter()
+        .map(|&i| &rows[i])
+        .filter(|r| r.deadline_met.is_some())
+        .collect();
+    if !with_deadline.is_empty() {
+        let met = with_deadline
+            .iter()
+            .filter(|r| r.deadline_met == Some(true))
+            .count();
+        m.insert(
+            name("deadline_meet_rate"),
+            met as f64 / with_deadline.len() as f64,
+        );
+    }
+    let sat: Vec<f64> = idx.iter().filter_map(|&i| rows[i].satisfaction).collect();
+    if !sat.is_empty() {
+        m.insert(
+            name("satisfaction_mean"),
+            sat.iter().sum::<f64>() / sat.len() as f64,
+        );
+        m.insert(
+            name("satisfaction_min"),
+            sat.iter().copied().fold(f64::INFINITY, f64::min),
+        );
+    }
+    let eligible: Vec<usize> = idx
+        .iter()
+        .copied()
+        .filter(|&i| per[i].eligible_convergence)
+        .collect();
+    if !eligible.is_empty() {
+        let conv: Vec<f64> = eligible
+            .iter()
+            .filter_map(|&i| per[i].convergence_s)
+            .collect();
+        m.insert(
+            name("converged_fraction"),
+            conv.len() as f64 / eligible.len() as f64,
+        );
+        if !conv.is_empty() {
+            m.insert(
+                name("convergence_s"),
+                conv.iter().sum::<f64>() / conv.len() as f64,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::FlowData;
+
+    fn flow(alg: &str, start: f64, end: f64, bytes: u64) -> FlowData {
+        FlowData {
+            algorithm: alg.into(),
+            requested: alg.into(),
+            class: alg.into(),
+            group: "flows".into(),
+            start_s: start,
+            end_s: end,
+            bytes_delivered: bytes,
+            packets_sent: 100,
+            lost_packets: 1,
+            base_rtt_ms: Some(20.0),
+            has_series: true,
+            ..FlowData::default()
+        }
+    }
+
+    /// Two flows on a 100 Mbit/s link; the second joins at 5 s and both settle at 50 Mbit/s.
+    fn two_flows() -> RunData {
+        let mut d = RunData {
+            end_s: 10.0,
+            capacity_bps: Some(100e6),
+            owd_base_ms: Some(10.0),
+            ..RunData::default()
+        };
+        d.flows.push(flow("reno", 0.0, 10.0, 0));
+        d.flows.push(flow("cubic", 5.0, 10.0, 0));
+        let mut delivered = [0u64; 2];
+        for k in 1..=100 {
+            let t = k as f64 * 0.1;
+            for (f, done) in delivered.iter_mut().enumerate() {
+                let g = match (f, t) {
+                    (0, t) if t <= 5.0 => 100e6,
+                    (1, t) if t <= 5.0 => continue,
+                    // flow 1 ramps up over 2 s after it starts, then shares evenly
+                    (1, t) if t < 7.0 => 50e6 * (t - 5.0) / 2.0,
+                    (0, t) if t < 7.0 => 100e6 - 50e6 * (t - 5.0) / 2.0,
+                    _ => 50e6,
+                };
+                *done += (g * 0.1 / 8.0) as u64;
+                d.series.push(Sample {
+                    t_s: t,
+                    flow: f,
+                    goodput_bps: g,
+                    cwnd_bytes: 1e5,
+                    rtt_ms: 20.0 + f as f64,
+                    delivered: *done,
+                });
+            }
+        }
+        d.flows[0].bytes_delivered = delivered[0];
+        d.flows[1].bytes_delivered = delivered[1];
+        d
+    }
+
+    #[test]
+    fn goodput_fairness_ratio_and_convergence() {
+        let d = two_flows();
+        let spec = MetricsSpec {
+            window_us: 200_000,
+            ..MetricsSpec::default()
+        };
+        let (m, rows) = compute(&d, &spec);
+        assert!((m["goodput_mbps"] - 100.0).abs() < 0.5, "{m:?}");
+        // flow 0: 79.75 Mbit/s on average over 10 s, flow 1: 40.5 over its 5 s.
+        assert!((rows[0].goodput_mbps - 79.75).abs() < 0.1, "{rows:?}");
+        assert!((rows[1].goodput_mbps - 40.5).abs() < 0.1, "{rows:?}");
+        assert!(m["jain"] > 0.85 && m["jain"] < 0.95, "{m:?}");
+        assert_eq!(m["flows"], 2.0);
+        assert!(m.contains_key("ratio:alg=cubic/reno"), "{m:?}");
+        // Flow 1 reaches 37.5 Mbit/s (within 25 % of 50) at 6.5 s; smoothed over 0.2 s a
+        // little later.
+        let c1 = rows[1].convergence_s.unwrap();
+        assert!((1.4..=1.8).contains(&c1), "{c1}");
+        // Flow 0 is at its share (100) until 5 s, then must converge to 50 again.
+        let c0 = rows[0].convergence_s.unwrap();
+        assert!((6.0..=7.0).contains(&c0), "{c0}");
+        assert_eq!(m["converged_fraction"], 1.0);
+        assert_eq!(m["loss_rate"], 0.01);
+        assert_eq!(m["rtt_p50_ms:alg=reno"], 20.0);
+        assert_eq!(m["rtt_p50_ms:alg=cubic"], 21.0);
+        assert!(m.contains_key("owd_p95_ms:alg=cubic"));
+    }
+
+    #[test]
+    fn fct_buckets_deadlines_and_satisfaction() {
+        let mut d = RunData {
+            end_s: 10.0,
+            ..RunData::default()
+        };
+        for (i, (size, fct)) in [
+            (50_000u64, 0.01),
+            (500_000, 0.05),
+            (5_000_000, 0.5),
+            (50_000_000, 2.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            d.flows.push(FlowData {
+                algorithm: "reno".into(),
+                class: "reno".into(),
+                group: "w0".into(),
+                size: Some(size),
+                start_s: i as f64,
+                end_s: i as f64 + fct,
+                fct_s: Some(fct),
+                completed: true,
+                bytes_delivered: size,
+                deadline_s: Some(0.1),
+                min_rate_bps: Some(10e6),
+                ..FlowData::default()
+            });
+        }
+        let (m, rows) = compute(&d, &MetricsSpec::default());
+        assert_eq!(m["fct_mean_ms:size=0-100KB"], 10.0);
+        assert_eq!(m["fct_mean_ms:size=100KB-1MB"], 50.0);
+        assert_eq!(m["fct_mean_ms:size=10MB+"], 2000.0);
+        assert_eq!(m["deadline_meet_rate"], 0.5);
+        assert_eq!(rows[0].deadline_met, Some(true));
+        assert_eq!(rows[3].deadline_met, Some(false));
+        // 50 KB in 10 ms = 40 Mbit/s = 4 × the 10 Mbit/s requirement.
+        assert_eq!(rows[0].satisfaction, Some(4.0));
+        assert_eq!(m["satisfaction_min"], 4.0);
+        assert_eq!(m["satisfaction_mean"], (4.0 + 8.0 + 8.0 + 20.0) / 4.0);
+        assert_eq!(
+            bucket_labels(&[100_000, 1_000_000]),
+            vec!["0-100KB", "100KB-1MB", "1MB+"]
+        );
+    }
+}

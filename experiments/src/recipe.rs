@@ -1,0 +1,2003 @@
+//! The typed recipe of one sweep point: backend, link, flows, workloads, runs and seeds,
+//! metrics and plots, and its reading from the positioned tree with every error collected (file,
+//! line, column, field, and the form the field expects).
+//!
+//! The link speaks mahimahi's vocabulary: a one-way `delay` (mm-delay), per-direction `rate` or
+//! `trace` (mm-link), `loss` (mm-loss) and `queue` with `queue_args` (`droptail`, `drophead`,
+//! `codel`, `pie`, `infinite`, arguments `packets=`, `bytes=`, `target=`, `interval=`,
+//! `qdelay_ref=`, `max_burst=`). Data flows go from the senders to the receiver on the
+//! *uplink*; ACKs come back on the *downlink*.
+
+use crate::tree::{Node, Value, check_keys, join};
+use ccp_algorithms::config::ConfigError;
+use ccp_algorithms::params::did_you_mean;
+use ccp_algorithms::registry;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where runs execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// The deterministic simulator (`ccp-sim`), virtual time: runs go in parallel.
+    Sim,
+    /// `ccp-udp` on loopback with the real `ccp-agent` (and `ccp-udp relay` for delay and loss),
+    /// wall-clock time: runs go one at a time.
+    Udp,
+    /// The mahimahi-compatible emulator (`ccp-emu`): `ccp-udp` across an emulated link in
+    /// network namespaces, wall-clock time, one run at a time; needs root.
+    Emu,
+    /// Linux TCP through ccp-kernel.
+    Kernel,
+}
+
+impl Backend {
+    /// Every backend name.
+    pub const NAMES: &'static [&'static str] = &["sim", "udp", "emu", "kernel"];
+
+    /// The recipe name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sim => "sim",
+            Backend::Udp => "udp",
+            Backend::Emu => "emu",
+            Backend::Kernel => "kernel",
+        }
+    }
+
+    /// From a recipe name.
+    pub fn from_name(s: &str) -> Option<Backend> {
+        match s {
+            "sim" => Some(Backend::Sim),
+            "udp" => Some(Backend::Udp),
+            "emu" => Some(Backend::Emu),
+            "kernel" => Some(Backend::Kernel),
+            _ => None,
+        }
+    }
+
+    /// Why this backend cannot run in this build, if it cannot.
+    pub fn unavailable(self) -> Option<&'static str> {
+        match self {
+            Backend::Sim | Backend::Udp => None,
+            Backend::Emu => None,
+            Backend::Kernel => Some(
+                "backend kernel is not available in this build: it needs the ccp-kernel module on the host, which ccp-exp does not drive yet; use backend sim or udp",
+            ),
+        }
+    }
+
+    /// Runs of this backend share the machine's cores (virtual time) rather than the wall clock.
+    pub fn parallel(self) -> bool {
+        self == Backend::Sim
+    }
+
+    /// One line about the backend for `ccp-exp list`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Backend::Sim => "ccp-sim: deterministic simulator, virtual time, runs in parallel",
+            Backend::Udp => {
+                "ccp-udp on loopback with the real ccp-agent; delay and loss by ccp-udp relay; runs one at a time"
+            }
+            Backend::Emu => {
+                "ccp-emu testbed: ccp-udp flows and the real ccp-agent across a mahimahi-compatible emulated link (namespaces + TUN; needs root); runs one at a time"
+            }
+            Backend::Kernel => "Linux TCP through ccp-kernel",
+        }
+    }
+}
+
+/// A queue capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    Packets(u64),
+    Bytes(u64),
+    /// Bandwidth-delay products of the base RTT (simulator only; an extension of mahimahi's
+    /// arguments).
+    Bdp(f64),
+}
+
+/// A queue discipline, in mahimahi's vocabulary (plus `red`, which the simulator has).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Queue {
+    Infinite,
+    DropTail(Limit),
+    DropHead(Limit),
+    Codel {
+        limit: Limit,
+        target_us: u64,
+        interval_us: u64,
+    },
+    Pie {
+        limit: Limit,
+        qdelay_ref_us: u64,
+        max_burst_us: u64,
+    },
+    Red {
+        limit: Option<Limit>,
+        min: Limit,
+        max: Limit,
+        max_p: f64,
+        ecn: bool,
+    },
+}
+
+impl Queue {
+    /// Every queue type.
+    pub const TYPES: &'static [&'static str] =
+        &["infinite", "droptail", "drophead", "codel", "pie", "red"];
+
+    /// Its type name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Queue::Infinite => "infinite",
+            Queue::DropTail(_) => "droptail",
+            Queue::DropHead(_) => "drophead",
+            Queue::Codel { .. } => "codel",
+            Queue::Pie { .. } => "pie",
+            Queue::Red { .. } => "red",
+        }
+    }
+}
+
+/// One direction of the link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Direction {
+    /// Constant rate, bytes/s.
+    pub rate: Option<u64>,
+    /// A mahimahi trace file.
+    pub trace: Option<PathBuf>,
+    /// Random loss probability.
+    pub loss: f64,
+    pub queue: Queue,
+}
+
+/// The bottleneck link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// One-way propagation delay of each direction, µs.
+    pub delay_us: u64,
+    /// Senders to receiver (data).
+    pub uplink: Direction,
+    /// Receiver to senders (ACKs).
+    pub downlink: Direction,
+}
+
+/// One flow entry of a recipe (`count` copies).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    pub algorithm: String,
+    /// Parameters as written (`key`, `value text`), checked against the registry.
+    pub params: Vec<(String, String)>,
+    pub count: u32,
+    pub start_us: u64,
+    /// Start of copy i is `start + i * spacing`.
+    pub spacing_us: u64,
+    pub size: Option<u64>,
+    pub duration_us: Option<u64>,
+    pub class: String,
+    /// Application-limited: at most this rate, bytes/s.
+    pub rate_cap: Option<u64>,
+    /// The flow should complete within this time (sized flows).
+    pub deadline_us: Option<u64>,
+    /// The flow's minimum rate requirement, bytes/s (satisfaction ratio = goodput / this).
+    pub min_rate: Option<u64>,
+}
+
+impl FlowSpec {
+    /// What the flow asks the agent for: `cubic` or `cubic:beta=0.8,init-cwnd=20`.
+    pub fn requested(&self) -> String {
+        requested(&self.algorithm, &self.params)
+    }
+}
+
+/// `alg` or `alg:k=v,k=v`.
+pub fn requested(alg: &str, params: &[(String, String)]) -> String {
+    if params.is_empty() {
+        alg.to_string()
+    } else {
+        let kv: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{alg}:{}", kv.join(","))
+    }
+}
+
+/// A flow generator (simulator).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Offered load as a fraction of the uplink's capacity.
+    pub load: f64,
+    /// Flow-size CDF file.
+    pub cdf: PathBuf,
+    pub algorithm: String,
+    pub params: Vec<(String, String)>,
+    pub class: String,
+    /// Sending hosts of this generator.
+    pub senders: u32,
+    pub start_us: u64,
+    pub stop_us: Option<u64>,
+    pub max_flows: Option<u64>,
+    pub deadline_us: Option<u64>,
+}
+
+/// How flows are grouped in plots and per-group metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    Algorithm,
+    Class,
+}
+
+impl GroupBy {
+    /// The recipe word.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Algorithm => "algorithm",
+            GroupBy::Class => "class",
+        }
+    }
+    /// The metric qualifier key.
+    pub fn key(self) -> &'static str {
+        match self {
+            GroupBy::Algorithm => "alg",
+            GroupBy::Class => "class",
+        }
+    }
+}
+
+/// A throughput ratio between two groups.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    pub by: GroupBy,
+    pub numerator: String,
+    pub denominator: String,
+}
+
+/// What to compute beyond the defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsSpec {
+    /// Time excluded from goodput and utilisation at the start of a run, µs.
+    pub warmup_us: u64,
+    /// Upper edges of the FCT size buckets, bytes (a last bucket takes the rest).
+    pub fct_buckets: Vec<u64>,
+    /// Convergence band around the fair share (0.25: ±25 %).
+    pub band: f64,
+    /// Moving-average window of throughput for convergence, µs.
+    pub window_us: u64,
+    pub ratios: Vec<Ratio>,
+    /// Metrics in the report's tables (default: a standard set).
+    pub table: Vec<String>,
+}
+
+/// The series of a time-series plot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesKind {
+    Throughput,
+    Cwnd,
+    Rtt,
+}
+
+/// Which delay a CDF shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DelayKind {
+    /// RTT samples of every flow.
+    Rtt,
+    /// Per-packet one-way delay at the bottleneck (simulator).
+    Owd,
+}
+
+/// A plot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PlotSpec {
+    /// One per sweep point (first `points` points), of run `run`.
+    Timeseries {
+        y: SeriesKind,
+        run: u32,
+        points: usize,
+    },
+    DelayCdf {
+        delay: DelayKind,
+        by: GroupBy,
+        points: usize,
+    },
+    /// Throughput against 95th-percentile delay, delay axis reversed (Pantheon).
+    Scatter { by: GroupBy },
+    /// FCT by size bucket.
+    Fct { by: GroupBy },
+    /// Metrics against a sweep axis, with 95 % confidence intervals.
+    Metric {
+        metrics: Vec<String>,
+        x: String,
+        series: Option<String>,
+        log_x: bool,
+    },
+}
+
+/// Simulator settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimOptions {
+    /// Sampling step of the time series, µs.
+    pub step_us: u64,
+    /// One-way IPC delay between datapath and agent, µs.
+    pub ipc_delay_us: u64,
+    /// Rate of every host's access link (default: max(1 gbit, 4 × the uplink)).
+    pub access_rate: Option<u64>,
+    /// Overrides of ccp-sim's transport settings (checked against its format).
+    pub transport: Option<serde_yaml::Value>,
+    /// Keep ccp-sim's own output files under `raw/` of every run.
+    pub keep_raw: bool,
+}
+
+/// udp backend settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UdpOptions {
+    pub mss: u32,
+    /// Trace sampling interval, µs.
+    pub trace_interval_us: u64,
+    /// libccp implementation of the sender: `libccp` or `engine`.
+    pub datapath: String,
+}
+
+/// One sweep point of one part, fully resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub backend: Backend,
+    pub duration_us: u64,
+    /// Seeds of the runs (one run per seed).
+    pub seeds: Vec<u64>,
+    pub link: Link,
+    pub flows: Vec<FlowSpec>,
+    pub workloads: Vec<Workload>,
+    pub metrics: MetricsSpec,
+    pub plots: Vec<PlotSpec>,
+    pub sim: SimOptions,
+    pub udp: UdpOptions,
+}
+
+/// Keys of a part (or of a recipe without parts).
+pub const PART_KEYS: &[&str] = &[
+    "backend",
+    "duration",
+    "runs",
+    "seed",
+    "seeds",
+    "link",
+    "flows",
+    "workloads",
+    "sweep",
+    "metrics",
+    "plots",
+    "sim",
+    "udp",
+];
+
+/// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME` or, for FCT, `:size=BUCKET`).
+pub const METRICS: &[&str] = &[
+    "goodput_mbps",
+    "utilization",
+    "loss_rate",
+    "rtt_p50_ms",
+    "rtt_p95_ms",
+    "rtt_p99_ms",
+    "qdelay_p50_ms",
+    "qdelay_p95_ms",
+    "qdelay_p99_ms",
+    "owd_p50_ms",
+    "owd_p95_ms",
+    "owd_p99_ms",
+    "jain",
+    "fct_mean_ms",
+    "fct_p99_ms",
+    "deadline_meet_rate",
+    "satisfaction_mean",
+    "satisfaction_min",
+    "convergence_s",
+    "converged_fraction",
+    "ratio",
+    "flows",
+];
+
+/// Metrics in the report's tables unless `metrics.table` says otherwise.
+pub const DEFAULT_TABLE: &[&str] = &[
+    "goodput_mbps",
+    "utilization",
+    "loss_rate",
+    "rtt_p50_ms",
+    "rtt_p95_ms",
+    "owd_p95_ms",
+    "jain",
+    "fct_mean_ms",
+    "fct_p99_ms",
+    "deadline_meet_rate",
+    "satisfaction_mean",
+    "convergence_s",
+    "ratio",
+];
+
+pub(crate) const DURATION: &str = "a duration with a unit, e.g. 10ms, 500us or 2s";
+pub(crate) const RATE: &str = "a rate with a unit, e.g. 100mbit, 1gbit or 500kbit";
+pub(crate) const SIZE: &str = "a size, e.g. 1448, 64KB, 10MB or 1MiB";
+pub(crate) const PROB: &str = "a probability from 0 up to (not including) 1, e.g. 0.01";
+
+/// Collects errors while reading a tree.
+pub struct Reader<'e> {
+    pub errs: &'e mut Vec<ConfigError>,
+}
+
+impl Reader<'_> {
+    /// Record an error.
+    pub fn err(&mut self, n: &Node, field: &str, msg: impl Into<String>) {
+        let e = n.pos.error(field, msg);
+        if !self.errs.contains(&e) {
+            self.errs.push(e);
+        }
+    }
+
+    /// A mapping with only `allowed` keys (errors otherwise); false if not a mapping.
+    pub fn map(&mut self, n: &Node, field: &str, allowed: &[&str]) -> bool {
+        if !matches!(n.value, Value::Map(_)) {
+            self.err(
+                n,
+                field,
+                format!(
+                    "expected a mapping with keys from: {}, got {}",
+                    allowed.join(", "),
+                    n.kind()
+                ),
+            );
+            return false;
+        }
+        for e in check_keys(n, field, allowed) {
+            if !self.errs.contains(&e) {
+                self.errs.push(e);
+            }
+        }
+        true
+    }
+
+    /// A list.
+    pub fn list<'n>(&mut self, n: &'n Node, field: &str, what: &str) -> Option<&'n [Node]> {
+        match &n.value {
+            Value::Seq(items) => Some(items),
+            _ => {
+                self.err(
+                    n,
+                    field,
+                    format!("expected a list of {what}, got {}", n.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A scalar's text.
+    pub fn scalar<'n>(&mut self, n: &'n Node, field: &str, expected: &str) -> Option<&'n str> {
+        match &n.value {
+            Value::Scalar(s) => Some(s.as_str()),
+            _ => {
+                self.err(n, field, format!("expected {expected}, got {}", n.kind()));
+                None
+            }
+        }
+    }
+
+    fn bad(&mut self, n: &Node, field: &str, expected: &str, text: &str) {
+        self.err(n, field, format!("expected {expected}, got {text:?}"));
+    }
+
+    /// A duration, µs (a unit is required unless the value is 0).
+    pub fn duration(&mut self, n: &Node, field: &str) -> Option<u64> {
+        let t = self.scalar(n, field, DURATION)?;
+        let bare = t.trim().parse::<f64>().is_ok();
+        match ccp_units::Unit::Micros.parse(t) {
+            Ok(v) if !bare || v == 0.0 => Some(v.round() as u64),
+            _ => {
+                self.bad(n, field, DURATION, t);
+                None
+            }
+        }
+    }
+
+    /// A rate, bytes/s (a unit is required).
+    pub fn rate(&mut self, n: &Node, field: &str) -> Option<u64> {
+        let t = self.scalar(n, field, RATE)?;
+        let bare = t.trim().parse::<f64>().is_ok();
+        match ccp_units::Unit::Rate.parse(t) {
+            Ok(v) if !bare && v >= 1.0 => Some(v.round() as u64),
+            _ => {
+                self.bad(n, field, RATE, t);
+                None
+            }
+        }
+    }
+
+    /// A size, bytes (positive).
+    pub fn size(&mut self, n: &Node, field: &str) -> Option<u64> {
+        let t = self.scalar(n, field, SIZE)?;
+        match ccp_units::parse_bytes(t) {
+            Ok(v) if v > 0 => Some(v),
+            _ => {
+                self.bad(n, field, SIZE, t);
+                None
+            }
+        }
+    }
+
+    /// A probability in [0, 1).
+    pub fn prob(&mut self, n: &Node, field: &str) -> Option<f64> {
+        let t = self.scalar(n, field, PROB)?;
+        match t.trim().parse::<f64>() {
+            Ok(v) if (0.0..1.0).contains(&v) => Some(v),
+            _ => {
+                self.bad(n, field, PROB, t);
+                None
+            }
+        }
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn number(&mut self, n: &Node, field: &str, lo: f64, hi: f64) -> Option<f64> {
+        let expected = format!("a number from {lo} to {hi}");
+        let t = self.scalar(n, field, &expected)?;
+        match t.trim().parse::<f64>() {
+            Ok(v) if v >= lo && v <= hi => Some(v),
+            _ => {
+                self.bad(n, field, &expected, t);
+                None
+            }
+        }
+    }
+
+    /// A whole number in `lo..=hi`.
+    pub fn count(&mut self, n: &Node, field: &str, lo: u64, hi: u64) -> Option<u64> {
+        let expected = format!("a whole number from {lo} to {hi}");
+        let t = self.scalar(n, field, &expected)?;
+        match t.trim().parse::<u64>() {
+            Ok(v) if v >= lo && v <= hi => Some(v),
+            _ => {
+                self.bad(n, field, &expected, t);
+                None
+            }
+        }
+    }
+
+    /// `true` or `false`.
+    pub fn boolean(&mut self, n: &Node, field: &str) -> Option<bool> {
+        let t = self.scalar(n, field, "true or false")?;
+        match t.trim() {
+            "true" | "yes" | "on" => Some(true),
+            "false" | "no" | "off" => Some(false),
+            _ => {
+                self.bad(n, field, "true or false", t);
+                None
+            }
+        }
+    }
+
+    /// A label: letters, digits, `_`, `-`, `.`.
+    pub fn label(&mut self, n: &Node, field: &str) -> Option<String> {
+        const FORM: &str = "a label of letters, digits, '_', '-' and '.'";
+        let t = self.scalar(n, field, FORM)?;
+        if !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            Some(t.to_string())
+        } else {
+            self.bad(n, field, FORM, t);
+            None
+        }
+    }
+
+    /// One of `choices`.
+    pub fn choice<'c>(&mut self, n: &Node, field: &str, choices: &[&'c str]) -> Option<&'c str> {
+        let expected = format!("one of: {}", choices.join(", "));
+        let t = self.scalar(n, field, &expected)?;
+        if let Some(c) = choices.iter().find(|c| **c == t) {
+            return Some(c);
+        }
+        let hint = did_you_mean(t, choices.iter().copied())
+            .map(|s| format!(" (did you mean {s:?}?)"))
+            .unwrap_or_default();
+        self.err(n, field, format!("expected {expected}, got {t:?}{hint}"));
+        None
+    }
+
+    /// A required key of mapping `n`.
+    pub fn required<'n>(
+        &mut self,
+        n: &'n Node,
+        field: &str,
+        key: &str,
+        expected: &str,
+    ) -> Option<&'n Node> {
+        let v = n.get(key);
+        if v.is_none() {
+            self.err(
+                n,
+                &join(field, key),
+                format!("missing; expected {expected}"),
+            );
+        }
+        v
+    }
+}
+
+/// Where data files named in recipes are looked up after the recipe's own directory: the
+/// directories in `CCP_DATA_PATH` (colon-separated), `experiments/traces`,
+/// `experiments/workloads`, and the shared data directory (`../shared/data` beside the project).
+pub fn data_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("CCP_DATA_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    dirs.push(here.join("traces"));
+    dirs.push(here.join("workloads"));
+    dirs.push(ccp_sim::scenario::shared_data_dir());
+    dirs
+}
+
+/// Resolve a data file named in `file`'s recipe.
+pub fn find_data(file: &Path, name: &str) -> Result<PathBuf, String> {
+    let p = Path::new(name);
+    if p.is_absolute() {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("no such file {name:?}"))
+        };
+    }
+    let base = file.parent().unwrap_or(Path::new(""));
+    let mut candidates = vec![base.join(p)];
+    candidates.extend(data_dirs().into_iter().map(|d| d.join(p)));
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    Err(format!(
+        "no such file {name:?} beside the recipe or in the data directories ($CCP_DATA_PATH, experiments/traces, experiments/workloads, ../shared/data)"
+    ))
+}
+
+/// Default recipe values.
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        MetricsSpec {
+            warmup_us: 0,
+            fct_buckets: vec![100_000, 1_000_000, 10_000_000],
+            band: 0.25,
+            window_us: 1_000_000,
+            ratios: vec![],
+            table: DEFAULT_TABLE.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// Read one point's recipe from `tree` (a part's tree after the sweep's values are set).
+/// `axes` names the sweep axes (for plots). Errors go to `errs`; `None` if any was found.
+pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) -> Option<Recipe> {
+    let before = errs.len();
+    let mut r = Reader { errs };
+    let mut allowed: Vec<&str> = PART_KEYS.to_vec();
+    allowed.retain(|k| *k != "sweep");
+    r.map(tree, "", &allowed);
+
+    let backend = match tree.get("backend") {
+        None => Some(Backend::Sim),
+        Some(n) => r
+            .choice(n, "backend", Backend::NAMES)
+            .and_then(Backend::from_name),
+    };
+    if let (Some(b), Some(n)) = (backend, tree.get("backend"))
+        && let Some(why) = b.unavailable()
+    {
+        r.err(n, "backend", why);
+    }
+    let duration_us = match tree.get("duration") {
+        None => Some(10_000_000),
+        Some(n) => match r.duration(n, "duration") {
+            Some(0) => {
+                r.err(
+                    n,
+                    "duration",
+                    format!("expected {DURATION} above 0, got \"0\""),
+                );
+                None
+            }
+            d => d,
+        },
+    };
+
+    let seeds = read_seeds(&mut r, tree);
+    let link = read_link(&mut r, tree, backend);
+    let flows = read_flows(&mut r, tree, duration_us);
+    let workloads = read_workloads(&mut r, tree, backend);
+    if let (Some(f), Some(w)) = (&flows, &workloads)
+        && f.is_empty()
+        && w.is_empty()
+    {
+        r.err(
+            tree,
+            "flows",
+            "missing; expected a list of flows (or workloads) to run",
+        );
+    }
+    let metrics = read_metrics(&mut r, tree.get("metrics"));
+    let plots = read_plots(&mut r, tree.get("plots"), axes);
+    let sim = read_sim(&mut r, tree.get("sim"));
+    let udp = read_udp(&mut r, tree.get("udp"));
+
+    if backend == Some(Backend::Udp) {
+        check_udp(&mut r, tree);
+    }
+    if backend == Some(Backend::Sim)
+        && let (Some(f), Some(d)) = (&flows, duration_us)
+    {
+        for (i, fl) in f.iter().enumerate() {
+            if fl.start_us >= d {
+                let node = tree
+                    .get("flows")
+                    .and_then(|l| l.items())
+                    .and_then(|l| l.get(i))
+                    .and_then(|f| f.get("start"));
+                if let Some(n) = node {
+                    r.err(
+                        n,
+                        &format!("flows[{i}].start"),
+                        "the flow starts after the run's duration",
+                    );
+                }
+            }
+        }
+    }
+    if r.errs.len() > before {
+        return None;
+    }
+    Some(Recipe {
+        backend: backend?,
+        duration_us: duration_us?,
+        seeds: seeds?,
+        link: link?,
+        flows: flows?,
+        workloads: workloads?,
+        metrics: metrics?,
+        plots: plots?,
+        sim: sim?,
+        udp: udp?,
+    })
+}
+
+fn read_seeds(r: &mut Reader, tree: &Node) -> Option<Vec<u64>> {
+    match (tree.get("seeds"), tree.get("seed")) {
+        (Some(list), Some(seed)) => {
+            let _ = list;
+            r.err(
+                tree.key_node("seed").unwrap_or(seed),
+                "seed",
+                "give either seed (with runs) or a list of seeds, not both",
+            );
+            None
+        }
+        (Some(list), None) => {
+            let items = r.list(list, "seeds", "seeds (whole numbers)")?;
+            if let Some(runs) = tree.get("runs") {
+                r.err(
+                    tree.key_node("runs").unwrap_or(runs),
+                    "runs",
+                    "give either runs (with seed) or a list of seeds, not both",
+                );
+            }
+            if items.is_empty() {
+                r.err(list, "seeds", "expected at least one seed");
+                return None;
+            }
+            let mut seeds = vec![];
+            for (i, s) in items.iter().enumerate() {
+                seeds.push(r.count(s, &format!("seeds[{i}]"), 0, u64::MAX)?);
+            }
+            Some(seeds)
+        }
+        (None, seed) => {
+            let runs = match tree.get("runs") {
+                Some(n) => r.count(n, "runs", 1, 10_000)?,
+                None => 1,
+            };
+            let first = match seed {
+                Some(n) => r.count(n, "seed", 0, u64::MAX / 2)?,
+                None => 1,
+            };
+            Some((0..runs).map(|i| first + i).collect())
+        }
+    }
+}
+
+const LINK_KEYS: &[&str] = &[
+    "delay",
+    "rate",
+    "loss",
+    "queue",
+    "queue_args",
+    "uplink",
+    "downlink",
+];
+const DIR_KEYS: &[&str] = &["rate", "trace", "loss", "queue", "queue_args"];
+
+fn no_link() -> Link {
+    let open = Direction {
+        rate: None,
+        trace: None,
+        loss: 0.0,
+        queue: Queue::Infinite,
+    };
+    Link {
+        delay_us: 0,
+        uplink: open.clone(),
+        downlink: open,
+    }
+}
+
+fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Link> {
+    let Some(n) = tree.get("link") else {
+        if matches!(backend, Some(Backend::Sim | Backend::Emu)) {
+            r.err(
+                tree,
+                "link",
+                format!(
+                    "missing; expected a mapping with at least a rate ({RATE}) or an uplink trace"
+                ),
+            );
+            return None;
+        }
+        return Some(no_link());
+    };
+    if !r.map(n, "link", LINK_KEYS) {
+        return None;
+    }
+    let before = r.errs.len();
+    let delay_us = n.get("delay").and_then(|d| r.duration(d, "link.delay"));
+    let rate = n.get("rate").and_then(|d| r.rate(d, "link.rate"));
+    let loss = n.get("loss").and_then(|d| r.prob(d, "link.loss"));
+    let queue = match n.get("queue") {
+        Some(q) => read_queue(r, q, n.get("queue_args"), "link", backend),
+        None => {
+            if let Some(a) = n.get("queue_args") {
+                r.err(
+                    a,
+                    "link.queue_args",
+                    "queue arguments without a queue; give link.queue too",
+                );
+            }
+            Some(Queue::Infinite)
+        }
+    };
+    let mut dirs = vec![];
+    for (name, is_up) in [("uplink", true), ("downlink", false)] {
+        let field = format!("link.{name}");
+        let d = n.get(name);
+        if let Some(d) = d {
+            r.map(d, &field, DIR_KEYS);
+        }
+        let get = |k: &str| d.and_then(|d| d.get(k));
+        let drate = get("rate").and_then(|v| r.rate(v, &join(&field, "rate")));
+        let trace = match get("trace") {
+            Some(t) => r
+                .scalar(t, &join(&field, "trace"), "a mahimahi trace file")
+                .and_then(|s| match find_data(&t.pos.file, s) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        r.err(t, &join(&field, "trace"), e);
+                        None
+                    }
+                }),
+            None => None,
+        };
+        if let (Some(rn), Some(_)) = (get("rate"), get("trace")) {
+            r.err(
+                rn,
+                &join(&field, "rate"),
+                "give a rate or a trace, not both",
+            );
+        }
+        let dloss = match get("loss") {
+            Some(v) => r.prob(v, &join(&field, "loss")),
+            None => Some(if is_up { loss.unwrap_or(0.0) } else { 0.0 }),
+        };
+        let dqueue = match get("queue") {
+            Some(q) => read_queue(r, q, get("queue_args"), &field, backend),
+            None => {
+                if let Some(a) = get("queue_args") {
+                    r.err(
+                        a,
+                        &join(&field, "queue_args"),
+                        "queue arguments without a queue; give a queue too",
+                    );
+                }
+                queue.clone()
+            }
+        };
+        let has_trace = get("trace").is_some();
+        dirs.push(Direction {
+            rate: if has_trace { None } else { drate.or(rate) },
+            trace,
+            loss: dloss.unwrap_or(0.0),
+            queue: dqueue.unwrap_or(Queue::Infinite),
+        });
+    }
+    let downlink = dirs.pop()?;
+    let uplink = dirs.pop()?;
+    let given = |k: &str| n.get(k).is_some() || n.get("uplink").and_then(|u| u.get(k)).is_some();
+    if backend == Some(Backend::Sim) || backend == Some(Backend::Emu) {
+        if !given("rate") && !given("trace") {
+            r.err(
+                n,
+                "link.rate",
+                format!("missing; expected {RATE} (or link.uplink.trace, a mahimahi trace)"),
+            );
+        }
+        if given("trace")
+            && !n
+                .get("downlink")
+                .is_some_and(|d| d.get("rate").is_some() || d.get("trace").is_some())
+            && n.get("rate").is_none()
+        {
+            r.err(
+                n.get("uplink").unwrap_or(n),
+                "link.downlink",
+                "missing; an uplink trace needs a downlink trace or rate too (as mm-link)",
+            );
+        }
+    }
+    if r.errs.len() > before {
+        return None;
+    }
+    Some(Link {
+        delay_us: delay_us.unwrap_or(0),
+        uplink,
+        downlink,
+    })
+}
+
+fn read_limit(
+    r: &mut Reader,
+    args: &[(String, Node)],
+    field: &str,
+    need: bool,
+    at: &Node,
+) -> Option<Limit> {
+    let mut out = None;
+    let mut n_given = 0;
+    for (k, v) in args {
+        let f = join(field, k);
+        match k.as_str() {
+            "packets" => {
+                n_given += 1;
+                out = r.count(v, &f, 1, u64::MAX).map(Limit::Packets);
+            }
+            "bytes" => {
+                n_given += 1;
+                out = r.size(v, &f).map(Limit::Bytes);
+            }
+            "bdp" => {
+                n_given += 1;
+                out = r.number(v, &f, 0.01, 1000.0).map(Limit::Bdp);
+            }
+            _ => {}
+        }
+    }
+    if n_given > 1 {
+        r.err(at, field, "give one of packets, bytes and bdp, not several");
+        return None;
+    }
+    if need && n_given == 0 {
+        r.err(
+            at,
+            field,
+            "missing the queue's size; expected packets=N, bytes=SIZE or bdp=X",
+        );
+    }
+    out
+}
+
+/// Queue arguments as written: `"packets=100, target=5"` or a mapping.
+fn queue_args(r: &mut Reader, n: Option<&Node>, field: &str) -> Option<Vec<(String, Node)>> {
+    let Some(n) = n else { return Some(vec![]) };
+    match &n.value {
+        Value::Map(_) => Some(
+            n.entries()
+                .into_iter()
+                .map(|(k, _, v)| (k.to_string(), v.clone()))
+                .collect(),
+        ),
+        Value::Scalar(s) => {
+            let mut out = vec![];
+            for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                match part.split_once('=') {
+                    Some((k, v)) => {
+                        out.push((k.trim().to_string(), Node::scalar(v.trim(), n.pos.clone())))
+                    }
+                    None => {
+                        r.err(
+                            n,
+                            field,
+                            format!(
+                                "expected key=value pairs such as \"packets=100\", got {part:?}"
+                            ),
+                        );
+                        return None;
+                    }
+                }
+            }
+            Some(out)
+        }
+        _ => {
+            r.err(
+                n,
+                field,
+                format!(
+                    "expected key=value pairs such as \"packets=100\" or a mapping, got {}",
+                    n.kind()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A duration argument in mahimahi's form: a bare number is milliseconds.
+fn ms_arg(r: &mut Reader, n: &Node, field: &str) -> Option<u64> {
+    let t = r.scalar(
+        n,
+        field,
+        "milliseconds (a bare number) or a duration such as 5ms",
+    )?;
+    if let Ok(v) = t.trim().parse::<f64>()
+        && v >= 0.0
+        && v.is_finite()
+    {
+        return Some((v * 1000.0).round() as u64);
+    }
+    r.duration(n, field)
+}
+
+fn read_queue(
+    r: &mut Reader,
+    q: &Node,
+    args: Option<&Node>,
+    at: &str,
+    backend: Option<Backend>,
+) -> Option<Queue> {
+    let field = join(at, "queue");
+    let afield = join(at, "queue_args");
+    let kind = r.choice(q, &field, Queue::TYPES)?;
+    let list = queue_args(r, args, &afield)?;
+    let allowed: &[&str] = match kind {
+        "infinite" => &[],
+        "droptail" | "drophead" => &["packets", "bytes", "bdp"],
+        "codel" => &["packets", "bytes", "bdp", "target", "interval"],
+        "pie" => &["packets", "bytes", "bdp", "qdelay_ref", "max_burst"],
+        _ => &["packets", "bytes", "bdp", "min", "max", "max_p", "ecn"],
+    };
+    let anode = args.unwrap_or(q);
+    let mut unknown = false;
+    for (k, v) in &list {
+        if !allowed.contains(&k.as_str()) {
+            let hint = did_you_mean(k, allowed.iter().copied())
+                .map(|s| format!(" (did you mean {s:?}?)"))
+                .unwrap_or_default();
+            let expected = if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            };
+            let place = if matches!(anode.value, Value::Map(_)) {
+                anode.key_node(k).unwrap_or(v)
+            } else {
+                anode
+            };
+            r.err(
+                place,
+                &join(&afield, k),
+                format!("queue {kind} has no argument {k:?}{hint}; its arguments are: {expected}"),
+            );
+            unknown = true;
+        }
+    }
+    if unknown {
+        return None;
+    }
+    let arg = |k: &str| list.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    let queue = match kind {
+        "infinite" => Queue::Infinite,
+        "droptail" => Queue::DropTail(read_limit(r, &list, &afield, true, anode)?),
+        "drophead" => Queue::DropHead(read_limit(r, &list, &afield, true, anode)?),
+        "codel" => Queue::Codel {
+            limit: read_limit(r, &list, &afield, true, anode)?,
+            target_us: match arg("target") {
+                Some(v) => ms_arg(r, &v, &join(&afield, "target"))?,
+                None => 5_000,
+            },
+            interval_us: match arg("interval") {
+                Some(v) => ms_arg(r, &v, &join(&afield, "interval"))?,
+                None => 100_000,
+            },
+        },
+        "pie" => Queue::Pie {
+            limit: read_limit(r, &list, &afield, true, anode)?,
+            qdelay_ref_us: match arg("qdelay_ref") {
+                Some(v) => ms_arg(r, &v, &join(&afield, "qdelay_ref"))?,
+                None => 15_000,
+            },
+            max_burst_us: match arg("max_burst") {
+                Some(v) => ms_arg(r, &v, &join(&afield, "max_burst"))?,
+                None => 150_000,
+            },
+        },
+        _ => {
+            let thr = |r: &mut Reader, k: &str| -> Option<Limit> {
+                let f = join(&afield, k);
+                match arg(k) {
+                    None => {
+                        r.err(
+                            anode,
+                            &f,
+                            "missing; expected a threshold such as 20 (packets) or 30KB",
+                        );
+                        None
+                    }
+                    Some(v) => {
+                        let t = r.scalar(&v, &f, "a threshold such as 20 (packets) or 30KB")?;
+                        if let Ok(p) = t.trim().parse::<u64>() {
+                            Some(Limit::Packets(p))
+                        } else {
+                            r.size(&v, &f).map(Limit::Bytes)
+                        }
+                    }
+                }
+            };
+            let min = thr(r, "min");
+            let max = thr(r, "max");
+            let max_p = match arg("max_p") {
+                Some(v) => r.number(&v, &join(&afield, "max_p"), 0.0, 1.0)?,
+                None => 0.1,
+            };
+            let ecn = match arg("ecn") {
+                Some(v) => r.boolean(&v, &join(&afield, "ecn"))?,
+                None => false,
+            };
+            Queue::Red {
+                limit: read_limit(r, &list, &afield, false, anode),
+                min: min?,
+                max: max?,
+                max_p,
+                ecn,
+            }
+        }
+    };
+    match (backend, &queue) {
+        (Some(Backend::Sim), Queue::DropHead(_) | Queue::Codel { .. } | Queue::Pie { .. }) => {
+            r.err(
+                q,
+                &field,
+                format!(
+                    "queue {kind} is not modelled by the sim backend (it has infinite, droptail and red); mahimahi's {kind} needs backend emu"
+                ),
+            );
+            return None;
+        }
+        (Some(Backend::Emu), Queue::Red { .. }) => {
+            r.err(
+                q,
+                &field,
+                "queue red is the simulator's; mahimahi (backend emu) has infinite, droptail, drophead, codel and pie",
+            );
+            return None;
+        }
+        (_, Queue::DropTail(Limit::Bdp(_)) | Queue::DropHead(Limit::Bdp(_)))
+            if backend != Some(Backend::Sim) =>
+        {
+            r.err(
+                anode,
+                &afield,
+                "bdp=X is understood by the sim backend only; give packets=N or bytes=SIZE",
+            );
+            return None;
+        }
+        _ => {}
+    }
+    Some(queue)
+}
+
+const FLOW_KEYS: &[&str] = &[
+    "algorithm",
+    "params",
+    "count",
+    "start",
+    "spacing",
+    "size",
+    "duration",
+    "class",
+    "rate_cap",
+    "deadline",
+    "min_rate",
+];
+
+fn algorithm_names() -> String {
+    registry::all()
+        .iter()
+        .map(|a| a.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Read an algorithm name and its parameters (checked against the registry).
+fn read_algorithm(
+    r: &mut Reader,
+    n: &Node,
+    field: &str,
+    params: Option<&Node>,
+) -> Option<(String, Vec<(String, String)>)> {
+    let expected = format!("an algorithm name (one of: {})", algorithm_names());
+    let a = r.required(n, field, "algorithm", &expected)?;
+    let afield = join(field, "algorithm");
+    let name = r.scalar(a, &afield, &expected)?;
+    let spec = match registry::lookup(name) {
+        Ok(s) => s,
+        Err(e) => {
+            r.err(a, &afield, e);
+            return None;
+        }
+    };
+    let mut out = vec![];
+    if let Some(p) = params {
+        let pfield = join(field, "params");
+        if !matches!(p.value, Value::Map(_)) {
+            r.err(
+                p,
+                &pfield,
+                format!(
+                    "expected a mapping of {}'s parameters, got {}",
+                    spec.name,
+                    p.kind()
+                ),
+            );
+            return None;
+        }
+        let mut ok = true;
+        for (k, knode, v) in p.entries() {
+            let f = join(&pfield, k);
+            let Some(text) = r.scalar(v, &f, "a parameter value") else {
+                ok = false;
+                continue;
+            };
+            match spec.params_from([(k, text)]) {
+                Ok(_) => out.push((k.to_string(), text.to_string())),
+                Err(e @ ccp_algorithms::params::ParamError::Unknown { .. }) => {
+                    r.err(knode, &f, e.to_string());
+                    ok = false;
+                }
+                Err(e) => {
+                    r.err(v, &f, e.detail());
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+    }
+    Some((spec.name.to_string(), out))
+}
+
+fn read_flows(r: &mut Reader, tree: &Node, duration_us: Option<u64>) -> Option<Vec<FlowSpec>> {
+    let Some(list) = tree.get("flows") else {
+        return Some(vec![]);
+    };
+    let items = r.list(list, "flows", "flows")?;
+    let before = r.errs.len();
+    let mut out = vec![];
+    for (i, f) in items.iter().enumerate() {
+        let field = format!("flows[{i}]");
+        if !r.map(f, &field, FLOW_KEYS) {
+            continue;
+        }
+        let alg = read_algorithm(r, f, &field, f.get("params"));
+        let g = |k: &str| f.get(k);
+        let fk = |k: &str| join(&field, k);
+        let count = match g("count") {
+            Some(n) => r.count(n, &fk("count"), 1, 100_000).map(|c| c as u32),
+            None => Some(1),
+        };
+        let start_us = g("start").map_or(Some(0), |n| r.duration(n, &fk("start")));
+        let spacing_us = g("spacing").map_or(Some(0), |n| r.duration(n, &fk("spacing")));
+        let size = g("size").map(|n| r.size(n, &fk("size")));
+        let duration = g("duration").map(|n| match r.duration(n, &fk("duration")) {
+            Some(0) => {
+                r.err(
+                    n,
+                    &fk("duration"),
+                    format!("expected {DURATION} above 0, got \"0\""),
+                );
+                None
+            }
+            d => d,
+        });
+        if let (Some(_), Some(_)) = (g("size"), g("duration")) {
+            r.err(
+                f.key_node("duration").unwrap_or(f),
+                &fk("duration"),
+                "give a size or a duration, not both (neither: the flow runs to the end)",
+            );
+        }
+        let class = match g("class") {
+            Some(n) => r.label(n, &fk("class")),
+            None => Some(String::new()),
+        };
+        let rate_cap = g("rate_cap").map(|n| r.rate(n, &fk("rate_cap")));
+        let deadline = g("deadline").map(|n| r.duration(n, &fk("deadline")));
+        if g("deadline").is_some() && g("size").is_none() {
+            r.err(
+                f.key_node("deadline").unwrap_or(f),
+                &fk("deadline"),
+                "a deadline needs a flow size (size: ...)",
+            );
+        }
+        let min_rate = g("min_rate").map(|n| r.rate(n, &fk("min_rate")));
+        if let (Some(Some(d)), Some(Some(start))) = (duration, start_us.map(Some))
+            && let Some(total) = duration_us
+            && start + d > total
+            && let Some(n) = g("duration")
+        {
+            r.err(
+                n,
+                &fk("duration"),
+                "the flow would run past the end of the run (start + duration > duration of the run)",
+            );
+        }
+        let (Some((algorithm, params)), Some(count), Some(start_us), Some(spacing_us), Some(class)) =
+            (alg, count, start_us, spacing_us, class)
+        else {
+            continue;
+        };
+        let class = if class.is_empty() {
+            algorithm.clone()
+        } else {
+            class
+        };
+        out.push(FlowSpec {
+            algorithm,
+            params,
+            count,
+            start_us,
+            spacing_us,
+            size: size.flatten(),
+            duration_us: duration.flatten(),
+            class,
+            rate_cap: rate_cap.flatten(),
+            deadline_us: deadline.flatten(),
+            min_rate: min_rate.flatten(),
+        });
+    }
+    if r.errs.len() > before {
+        None
+    } else {
+        Some(out)
+    }
+}
+
+const WORKLOAD_KEYS: &[&str] = &[
+    "kind",
+    "load",
+    "cdf",
+    "algorithm",
+    "params",
+    "class",
+    "senders",
+    "start",
+    "stop",
+    "max_flows",
+    "deadline",
+];
+
+fn read_workloads(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Vec<Workload>> {
+    let Some(list) = tree.get("workloads") else {
+        return Some(vec![]);
+    };
+    let items = r.list(list, "workloads", "workloads")?;
+    if backend.is_some_and(|b| b != Backend::Sim) && !items.is_empty() {
+        r.err(list, "workloads", "workloads need backend sim");
+        return None;
+    }
+    let before = r.errs.len();
+    let mut out = vec![];
+    for (i, w) in items.iter().enumerate() {
+        let field = format!("workloads[{i}]");
+        if !r.map(w, &field, WORKLOAD_KEYS) {
+            continue;
+        }
+        let fk = |k: &str| join(&field, k);
+        if let Some(k) = r.required(w, &field, "kind", "poisson") {
+            r.choice(k, &fk("kind"), &["poisson"]);
+        }
+        let load = r
+            .required(
+                w,
+                &field,
+                "load",
+                "a fraction of the uplink's capacity, e.g. 0.5",
+            )
+            .and_then(|n| r.number(n, &fk("load"), 0.001, 10.0));
+        let cdf = r
+            .required(w, &field, "cdf", "websearch, datamining or a CDF file")
+            .and_then(|n| {
+                let s = r.scalar(n, &fk("cdf"), "websearch, datamining or a CDF file")?;
+                let name = match s {
+                    "websearch" | "datamining" => format!("workloads/{s}.csv"),
+                    other => other.to_string(),
+                };
+                match find_data(&n.pos.file, &name) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        r.err(n, &fk("cdf"), e);
+                        None
+                    }
+                }
+            });
+        let alg = read_algorithm(r, w, &field, w.get("params"));
+        let class = match w.get("class") {
+            Some(n) => r.label(n, &fk("class")),
+            None => Some(format!("w{i}")),
+        };
+        let senders = match w.get("senders") {
+            Some(n) => r.count(n, &fk("senders"), 1, 10_000).map(|c| c as u32),
+            None => Some(1),
+        };
+        let start_us = w
+            .get("start")
+            .map_or(Some(0), |n| r.duration(n, &fk("start")));
+        let stop_us = w.get("stop").map(|n| r.duration(n, &fk("stop")));
+        let max_flows = w
+            .get("max_flows")
+            .map(|n| r.count(n, &fk("max_flows"), 1, u64::MAX));
+        let deadline_us = w.get("deadline").map(|n| r.duration(n, &fk("deadline")));
+        let (
+            Some(load),
+            Some(cdf),
+            Some((algorithm, params)),
+            Some(class),
+            Some(senders),
+            Some(start_us),
+        ) = (load, cdf, alg, class, senders, start_us)
+        else {
+            continue;
+        };
+        out.push(Workload {
+            load,
+            cdf,
+            algorithm,
+            params,
+            class,
+            senders,
+            start_us,
+            stop_us: stop_us.flatten(),
+            max_flows: max_flows.flatten(),
+            deadline_us: deadline_us.flatten(),
+        });
+    }
+    if r.errs.len() > before {
+        None
+    } else {
+        Some(out)
+    }
+}
+
+/// Check a metric name (`goodput_mbps`, `goodput_mbps:alg=cubic`, `fct_mean_ms:size=0-100KB`,
+/// `ratio:alg=cubic/reno`).
+pub fn check_metric_name(name: &str) -> Result<(), String> {
+    let (base, qual) = match name.split_once(':') {
+        Some((b, q)) => (b, Some(q)),
+        None => (name, None),
+    };
+    if !METRICS.contains(&base) {
+        let hint = did_you_mean(base, METRICS.iter().copied())
+            .map(|s| format!(" (did you mean {s:?}?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "unknown metric {base:?}{hint}; metrics are: {}",
+            METRICS.join(", ")
+        ));
+    }
+    if let Some(q) = qual {
+        let ok = match q.split_once('=') {
+            Some(("alg" | "class", v)) => !v.is_empty(),
+            Some(("size", v)) => base.starts_with("fct_") && !v.is_empty(),
+            _ => false,
+        };
+        if !ok {
+            return Err(format!(
+                "unknown qualifier {q:?}; expected alg=NAME, class=NAME or (for fct metrics) size=BUCKET"
+            ));
+        }
+    }
+    Ok(())
+}
+
+const METRICS_KEYS: &[&str] = &["warmup", "fct_buckets", "convergence", "ratios", "table"];
+
+fn read_metrics(r: &mut Reader, n: Option<&Node>) -> Option<MetricsSpec> {
+    let mut m = MetricsSpec::default();
+    let Some(n) = n else { return Some(m) };
+    if !r.map(n, "metrics", METRICS_KEYS) {
+        return None;
+    }
+    let before = r.errs.len();
+    if let Some(w) = n.get("warmup") {
+        m.warmup_us = r.duration(w, "metrics.warmup").unwrap_or(0);
+    }
+    if let Some(b) = n.get("fct_buckets")
+        && let Some(items) = r.list(b, "metrics.fct_buckets", "size edges, e.g. [100KB, 1MB]")
+    {
+        m.fct_buckets = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| r.size(x, &format!("metrics.fct_buckets[{i}]")))
+            .collect();
+        if m.fct_buckets.windows(2).any(|w| w[0] >= w[1]) {
+            r.err(
+                b,
+                "metrics.fct_buckets",
+                "expected sizes in increasing order",
+            );
+        }
+    }
+    if let Some(c) = n.get("convergence")
+        && r.map(c, "metrics.convergence", &["band", "window"])
+    {
+        if let Some(b) = c.get("band") {
+            m.band = r
+                .number(b, "metrics.convergence.band", 0.01, 1.0)
+                .unwrap_or(m.band);
+        }
+        if let Some(w) = c.get("window") {
+            m.window_us = r
+                .duration(w, "metrics.convergence.window")
+                .unwrap_or(m.window_us);
+        }
+    }
+    if let Some(list) = n.get("ratios")
+        && let Some(items) = r.list(list, "metrics.ratios", "ratios")
+    {
+        for (i, x) in items.iter().enumerate() {
+            let f = format!("metrics.ratios[{i}]");
+            if !r.map(x, &f, &["by", "numerator", "denominator"]) {
+                continue;
+            }
+            let by = match x.get("by") {
+                Some(b) => r
+                    .choice(b, &join(&f, "by"), &["algorithm", "class"])
+                    .map(|s| {
+                        if s == "class" {
+                            GroupBy::Class
+                        } else {
+                            GroupBy::Algorithm
+                        }
+                    }),
+                None => Some(GroupBy::Algorithm),
+            };
+            let num = r
+                .required(x, &f, "numerator", "a group name, e.g. cubic")
+                .and_then(|v| r.label(v, &join(&f, "numerator")));
+            let den = r
+                .required(x, &f, "denominator", "a group name, e.g. reno")
+                .and_then(|v| r.label(v, &join(&f, "denominator")));
+            if let (Some(by), Some(numerator), Some(denominator)) = (by, num, den) {
+                m.ratios.push(Ratio {
+                    by,
+                    numerator,
+                    denominator,
+                });
+            }
+        }
+    }
+    if let Some(t) = n.get("table")
+        && let Some(items) = r.list(t, "metrics.table", "metric names")
+    {
+        m.table.clear();
+        for (i, x) in items.iter().enumerate() {
+            let f = format!("metrics.table[{i}]");
+            if let Some(s) = r.scalar(x, &f, "a metric name") {
+                match check_metric_name(s) {
+                    Ok(()) => m.table.push(s.to_string()),
+                    Err(e) => r.err(x, &f, e),
+                }
+            }
+        }
+    }
+    if r.errs.len() > before { None } else { Some(m) }
+}
+
+const PLOT_KINDS: &[&str] = &["timeseries", "delay_cdf", "scatter", "fct", "metric"];
+
+/// The plots made when a recipe names none: time series of throughput, cwnd and RTT, the RTT
+/// CDF, the throughput-delay scatter, FCT by size when flows have sizes, and goodput and
+/// 95th-percentile RTT against every sweep axis.
+pub fn default_plots(axes: &[String], sized: bool) -> Vec<PlotSpec> {
+    let mut p = vec![
+        PlotSpec::Timeseries {
+            y: SeriesKind::Throughput,
+            run: 0,
+            points: 4,
+        },
+        PlotSpec::Timeseries {
+            y: SeriesKind::Cwnd,
+            run: 0,
+            points: 4,
+        },
+        PlotSpec::Timeseries {
+            y: SeriesKind::Rtt,
+            run: 0,
+            points: 4,
+        },
+        PlotSpec::DelayCdf {
+            delay: DelayKind::Rtt,
+            by: GroupBy::Algorithm,
+            points: 4,
+        },
+        PlotSpec::Scatter {
+            by: GroupBy::Algorithm,
+        },
+    ];
+    if sized {
+        p.push(PlotSpec::Fct {
+            by: GroupBy::Algorithm,
+        });
+    }
+    for (i, a) in axes.iter().enumerate() {
+        let series = axes
+            .iter()
+            .enumerate()
+            .find(|(j, _)| *j != i)
+            .map(|(_, s)| s.clone());
+        for m in ["goodput_mbps", "rtt_p95_ms"] {
+            p.push(PlotSpec::Metric {
+                metrics: vec![m.to_string()],
+                x: a.clone(),
+                series: series.clone(),
+                log_x: false,
+            });
+        }
+    }
+    p
+}
+
+fn read_plots(r: &mut Reader, n: Option<&Node>, axes: &[String]) -> Option<Vec<PlotSpec>> {
+    let Some(n) = n else {
+        return Some(vec![]); // defaults are chosen when the plan is made
+    };
+    let items = r.list(n, "plots", "plots")?;
+    let before = r.errs.len();
+    let mut out = vec![];
+    for (i, p) in items.iter().enumerate() {
+        let f = format!("plots[{i}]");
+        if !matches!(p.value, Value::Map(_)) {
+            r.err(
+                p,
+                &f,
+                format!(
+                    "expected a mapping with a kind ({}), got {}",
+                    PLOT_KINDS.join(", "),
+                    p.kind()
+                ),
+            );
+            continue;
+        }
+        let Some(kind) = r
+            .required(p, &f, "kind", &format!("one of: {}", PLOT_KINDS.join(", ")))
+            .and_then(|k| r.choice(k, &join(&f, "kind"), PLOT_KINDS))
+        else {
+            continue;
+        };
+        let by = |r: &mut Reader| -> Option<GroupBy> {
+            match p.get("by") {
+                Some(b) => r
+                    .choice(b, &join(&f, "by"), &["algorithm", "class"])
+                    .map(|s| {
+                        if s == "class" {
+                            GroupBy::Class
+                        } else {
+                            GroupBy::Algorithm
+                        }
+                    }),
+                None => Some(GroupBy::Algorithm),
+            }
+        };
+        let points = |r: &mut Reader| -> Option<usize> {
+            match p.get("points") {
+                Some(x) => r.count(x, &join(&f, "points"), 1, 1000).map(|v| v as usize),
+                None => Some(4),
+            }
+        };
+        let spec = match kind {
+            "timeseries" => {
+                r.map(p, &f, &["kind", "y", "run", "points"]);
+                let y = r
+                    .required(p, &f, "y", "one of: throughput, cwnd, rtt")
+                    .and_then(|y| r.choice(y, &join(&f, "y"), &["throughput", "cwnd", "rtt"]))
+                    .map(|y| match y {
+                        "throughput" => SeriesKind::Throughput,
+                        "cwnd" => SeriesKind::Cwnd,
+                        _ => SeriesKind::Rtt,
+                    });
+                let run = match p.get("run") {
+                    Some(x) => r.count(x, &join(&f, "run"), 0, 10_000).map(|v| v as u32),
+                    None => Some(0),
+                };
+                let points = points(r);
+                match (y, run, points) {
+                    (Some(y), Some(run), Some(points)) => {
+                        Some(PlotSpec::Timeseries { y, run, points })
+                    }
+                    _ => None,
+                }
+            }
+            "delay_cdf" => {
+                r.map(p, &f, &["kind", "delay", "by", "points"]);
+                let delay = match p.get("delay") {
+                    Some(d) => r.choice(d, &join(&f, "delay"), &["rtt", "owd"]).map(|d| {
+                        if d == "owd" {
+                            DelayKind::Owd
+                        } else {
+                            DelayKind::Rtt
+                        }
+                    }),
+                    None => Some(DelayKind::Rtt),
+                };
+                match (delay, by(r), points(r)) {
+                    (Some(delay), Some(by), Some(points)) => {
+                        Some(PlotSpec::DelayCdf { delay, by, points })
+                    }
+                    _ => None,
+                }
+            }
+            "scatter" => {
+                r.map(p, &f, &["kind", "by"]);
+                by(r).map(|by| PlotSpec::Scatter { by })
+            }
+            "fct" => {
+                r.map(p, &f, &["kind", "by"]);
+                by(r).map(|by| PlotSpec::Fct { by })
+            }
+            _ => {
+                r.map(p, &f, &["kind", "metric", "x", "series", "log_x"]);
+                let metrics = r
+                    .required(
+                        p,
+                        &f,
+                        "metric",
+                        "a metric name or a list of them, e.g. goodput_mbps",
+                    )
+                    .and_then(|m| {
+                        let mf = join(&f, "metric");
+                        let nodes: Vec<&Node> = match &m.value {
+                            Value::Seq(items) => items.iter().collect(),
+                            _ => vec![m],
+                        };
+                        let mut names = vec![];
+                        for x in nodes {
+                            let s = r.scalar(x, &mf, "a metric name")?;
+                            match check_metric_name(s) {
+                                Ok(()) => names.push(s.to_string()),
+                                Err(e) => {
+                                    r.err(x, &mf, e);
+                                    return None;
+                                }
+                            }
+                        }
+                        Some(names)
+                    });
+                let axis = |r: &mut Reader, key: &str| -> Option<String> {
+                    let x = p.get(key)?;
+                    let s = r.scalar(x, &join(&f, key), "a sweep axis")?;
+                    if axes.iter().any(|a| a == s) {
+                        Some(s.to_string())
+                    } else {
+                        let hint = did_you_mean(s, axes.iter().map(String::as_str))
+                            .map(|h| format!(" (did you mean {h:?}?)"))
+                            .unwrap_or_default();
+                        let known = if axes.is_empty() {
+                            "this recipe has no sweep".to_string()
+                        } else {
+                            format!("the sweep's axes are: {}", axes.join(", "))
+                        };
+                        r.err(
+                            x,
+                            &join(&f, key),
+                            format!("{s:?} is not a sweep axis{hint}; {known}"),
+                        );
+                        None
+                    }
+                };
+                let x = if p.get("x").is_some() {
+                    axis(r, "x")
+                } else {
+                    r.required(p, &f, "x", "a sweep axis");
+                    None
+                };
+                let series = if p.get("series").is_some() {
+                    axis(r, "series").map(Some)
+                } else {
+                    Some(None)
+                };
+                let log_x = match p.get("log_x") {
+                    Some(b) => r.boolean(b, &join(&f, "log_x")),
+                    None => Some(false),
+                };
+                match (metrics, x, series, log_x) {
+                    (Some(metrics), Some(x), Some(series), Some(log_x)) => Some(PlotSpec::Metric {
+                        metrics,
+                        x,
+                        series,
+                        log_x,
+                    }),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(s) = spec {
+            out.push(s);
+        }
+    }
+    if r.errs.len() > before {
+        None
+    } else {
+        Some(out)
+    }
+}
+
+const SIM_KEYS: &[&str] = &["step", "ipc_delay", "access_rate", "transport", "keep_raw"];
+
+fn read_sim(r: &mut Reader, n: Option<&Node>) -> Option<SimOptions> {
+    let mut s = SimOptions {
+        step_us: 10_000,
+        ipc_delay_us: 20,
+        access_rate: None,
+        transport: None,
+        keep_raw: true,
+    };
+    let Some(n) = n else { return Some(s) };
+    if !r.map(n, "sim", SIM_KEYS) {
+        return None;
+    }
+    let before = r.errs.len();
+    if let Some(x) = n.get("step") {
+        match r.duration(x, "sim.step") {
+            Some(0) => r.err(
+                x,
+                "sim.step",
+                format!("expected {DURATION} above 0, got \"0\""),
+            ),
+            Some(v) => s.step_us = v,
+            None => {}
+        }
+    }
+    if let Some(x) = n.get("ipc_delay") {
+        s.ipc_delay_us = r.duration(x, "sim.ipc_delay").unwrap_or(20);
+    }
+    if let Some(x) = n.get("access_rate") {
+        s.access_rate = r.rate(x, "sim.access_rate");
+    }
+    if let Some(x) = n.get("keep_raw") {
+        s.keep_raw = r.boolean(x, "sim.keep_raw").unwrap_or(true);
+    }
+    if let Some(x) = n.get("transport") {
+        let v = x.to_yaml_value();
+        match serde_yaml::from_value::<ccp_sim::scenario::TransportSpec>(v.clone()) {
+            Ok(_) => s.transport = Some(v),
+            Err(e) => r.err(x, "sim.transport", format!("not a ccp-sim transport: {e}")),
+        }
+    }
+    if r.errs.len() > before { None } else { Some(s) }
+}
+
+fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
+    let mut u = UdpOptions {
+        mss: 1448,
+        trace_interval_us: 10_000,
+        datapath: "libccp".into(),
+    };
+    let Some(n) = n else { return Some(u) };
+    if !r.map(n, "udp", &["mss", "trace_interval", "datapath"]) {
+        return None;
+    }
+    let before = r.errs.len();
+    if let Some(x) = n.get("mss") {
+        u.mss = r.count(x, "udp.mss", 500, 8948).unwrap_or(1448) as u32;
+    }
+    if let Some(x) = n.get("trace_interval") {
+        match r.duration(x, "udp.trace_interval") {
+            Some(0) => r.err(
+                x,
+                "udp.trace_interval",
+                format!("expected {DURATION} above 0, got \"0\""),
+            ),
+            Some(v) => u.trace_interval_us = v,
+            None => {}
+        }
+    }
+    if let Some(x) = n.get("datapath")
+        && let Some(d) = r.choice(x, "udp.datapath", &["libccp", "engine"])
+    {
+        u.datapath = d.to_string();
+    }
+    if r.errs.len() > before { None } else { Some(u) }
+}
+
+/// What loopback cannot do.
+fn check_udp(r: &mut Reader, tree: &Node) {
+    let Some(link) = tree.get("link") else { return };
+    const NO_RATE: &str = "the udp backend runs on loopback, which has no rate limit or queue to shape; remove it, or use backend sim (or emu)";
+    for (path, node) in [
+        ("link.rate", link.get("rate")),
+        ("link.queue", link.get("queue")),
+        (
+            "link.uplink.rate",
+            link.get("uplink").and_then(|u| u.get("rate")),
+        ),
+        (
+            "link.uplink.trace",
+            link.get("uplink").and_then(|u| u.get("trace")),
+        ),
+        (
+            "link.uplink.queue",
+            link.get("uplink").and_then(|u| u.get("queue")),
+        ),
+        (
+            "link.downlink.rate",
+            link.get("downlink").and_then(|u| u.get("rate")),
+        ),
+        (
+            "link.downlink.trace",
+            link.get("downlink").and_then(|u| u.get("trace")),
+        ),
+        (
+            "link.downlink.queue",
+            link.get("downlink").and_then(|u| u.get("queue")),
+        ),
+    ] {
+        if let Some(n) = node {
+            if n.as_scalar() == Some("infinite") {
+                continue;
+            }
+            r.err(n, path, NO_RATE);
+        }
+    }
+    let up = link
+        .get("uplink")
+        .and_then(|u| u.get("loss"))
+        .or(link.get("loss"))
+        .and_then(|n| n.as_scalar())
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    if let Some(d) = link.get("downlink").and_then(|u| u.get("loss"))
+        && let Some(v) = d.as_scalar().and_then(|s| s.parse::<f64>().ok())
+        && v != up
+    {
+        r.err(
+            d,
+            "link.downlink.loss",
+            "the udp backend's relay (ccp-udp relay --loss) drops in both directions alike: give the downlink the uplink's loss, or leave it out",
+        );
+    }
+}
+
+/// Flow instances in order: `(flow entry index, copy index, start µs)`.
+pub fn expand_flows(flows: &[FlowSpec]) -> Vec<(usize, u32, u64)> {
+    let mut out = vec![];
+    for (i, f) in flows.iter().enumerate() {
+        for c in 0..f.count {
+            out.push((i, c, f.start_us + u64::from(c) * f.spacing_us));
+        }
+    }
+    out
+}
