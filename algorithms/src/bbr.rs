@@ -1,0 +1,1106 @@
+//! BBR v1 (Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016;
+//! draft-cardwell-iccrg-bbr-congestion-control-00) as a CCP algorithm: a model of the path — the
+//! bottleneck bandwidth `BtlBw` and the round-trip propagation time `RTprop` — from which the pacing
+//! rate (`pacing_gain · BtlBw`) and a window cap (`cwnd_gain · BtlBw · RTprop`) follow.
+//!
+//! # The algorithm as built
+//!
+//! **Measurements.** Reports come every srtt/4 (`reports-per-rtt`, [`ReportClock`]): one report
+//! per RTT is too coarse to time rounds, gain-cycle phases of one RTprop and ProbeRTT's exit. Each
+//! report gives one delivery-rate sample, the datapath's sample at the report's last ACK:
+//! `min(delivery_rate, send_rate)` — the draft's `delivered / max(ack_elapsed, send_elapsed)` —
+//! or `delivery_rate` alone when no send rate is known. A report is *application-limited* when the
+//! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
+//! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
+//! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
+//! been acknowledged). RTT samples are the reports' smallest (`rtt_min`).
+//!
+//! **Model.**
+//! - `BtlBw` = max of the delivery-rate samples of the last `bw-window` (10) rounds
+//!   ([`WindowedFilter`] keyed by round).
+//! - `RTprop` = min RTT, replaced by a sample that is *strictly* smaller or, once the estimate is
+//!   older than `min-rtt-window` (10 s), by the next sample whatever it is (as the draft). An equal
+//!   sample does not refresh it: as in Linux's `tcp_bbr.c`, a flow whose path RTT never drops below
+//!   its first estimate enters ProbeRTT every 10 s. (In a deterministic simulator the minimum is hit
+//!   exactly again and again; refreshing on equality would suppress ProbeRTT for ever.)
+//! - `BDP = BtlBw · RTprop`; `inflight(gain) = gain · BDP + 3·MSS` (the draft's `3·send_quantum`
+//!   allowance with a send quantum of one MSS: the datapaths send single packets, no TSO bursts);
+//!   the initial window while `RTprop` is unknown.
+//!
+//! **State machine** (the draft's), checked on every report:
+//! - *Startup*: `pacing_gain = startup-gain` (2/ln 2 ≈ 2.885), `cwnd_gain = startup-cwnd-gain` (2,
+//!   as the project brief and later BBR drafts; draft-00 uses 2.885). At each round start of a
+//!   non-application-limited report, if `BtlBw` grew by less than `full-bw-growth` (25 %) over the
+//!   largest value seen, a counter increments; after `full-bw-rounds` (3) such rounds the pipe is
+//!   full → *Drain*.
+//! - *Drain*: `pacing_gain = 1/startup-gain`, `cwnd_gain = startup-cwnd-gain`, until the bytes in
+//!   flight fall to `inflight(1)` → *ProbeBW*.
+//! - *ProbeBW*: `cwnd_gain = probe-bw-cwnd-gain` (2); `pacing_gain` cycles through
+//!   `[probe-up-gain, probe-down-gain, 1 × (cycle-phases − 2)]` = [1.25, 0.75, 1, 1, 1, 1, 1, 1],
+//!   starting at a pseudo-random phase other than the 0.75 one (draw from a splitmix64 of the agent
+//!   time: deterministic in the simulator, different across flows). A phase lasts one `RTprop`; the
+//!   1.25 phase lasts until, in addition, a loss or `inflight ≥ inflight(1.25)`, the 0.75 phase ends
+//!   early once `inflight ≤ inflight(1)`. "inflight" is the report's `bytes_in_flight` (at its
+//!   last ACK), standing in for the draft's per-ACK `prior_inflight`.
+//! - *ProbeRTT*: entered from any state when `RTprop` expired: `pacing_gain = 1`, the window
+//!   capped at `min-pipe-cwnd` (4 packets), the window saved. Once inflight ≤ 4 packets, it stays
+//!   `probe-rtt-duration` (200 ms) *and* at least one round, then stamps `RTprop` as fresh,
+//!   restores the window to at least the saved one and returns to ProbeBW (pipe full) or Startup.
+//!
+//! **Control** (Rate mode: the pacing rate leads, the window only caps the data in flight):
+//! - pacing rate = `pacing_gain · BtlBw`; while the pipe is not yet full it never decreases. Before
+//!   any bandwidth sample it is `startup-gain · init-cwnd / 1 ms`, then `startup-gain · init-cwnd /
+//!   RTT` from the first RTT sample (Linux's `bbr_init_pacing_rate_from_rtt`).
+//! - window (the draft's core cwnd adjustment): target = `inflight(cwnd_gain)`; with a full pipe
+//!   `cwnd = min(cwnd + acked, target)`, before it `cwnd += acked` while below the target (or while
+//!   less than the initial window has been delivered); never below `min-pipe-cwnd`; at most
+//!   `min-pipe-cwnd` in ProbeRTT.
+//! - loss (the draft's cwnd modulation in loss recovery, loss epochs from the shared
+//!   [`WindowCore`]): the first loss of an epoch
+//!   saves the window and sets `cwnd = inflight + acked` (at least one MSS), then packet
+//!   conservation (`cwnd = max(cwnd, inflight + acked)`) until the next round starts; when the
+//!   epoch (one RTT) ends the window is restored to at least the saved one. A timeout saves the
+//!   window and sets it to one MSS (as the datapath already has; the `min-pipe-cwnd` floor then
+//!   applies), restored the same way.
+//! - the draft's restart from idle is not modelled: a report never says the flow was idle, only
+//!   that it had nothing pending, which the application-limited rule above covers.
+//!
+//! # Calibration (PolyCC)
+//!
+//! BBR's model comes from measurements only. [`Fused::Rate`] replaces the current pacing rate and
+//! [`Fused::Cwnd`] the current window (at least `min-pipe-cwnd`) as if BBR had chosen them; the next
+//! report recomputes the rate from the model, while the window continues from the fused value
+//! towards the target (the window law above is incremental).
+//!
+//! # Parameters
+//!
+//! Gains are plain numbers, windows packets, times µs (`10s`, `200ms` accepted), counts whole.
+//! Out-of-range values are clamped: a gain that is not positive takes its default,
+//! `cycle-phases` is at least 3, counts at least 1. Time is the
+//! agent's [`Measurement::now_us`] (µs), never the wall clock.
+
+use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::filters::{
+    ReportClock, RoundCounter, Srtt, WindowedFilter, count_param, positive_param,
+};
+use crate::params::{ParamSet, ParamSpec, Unit};
+use crate::registry::AlgorithmSpec;
+use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
+
+/// 2/ln 2, the smallest gain that doubles the delivery rate every round (the draft's BBRHighGain).
+pub const HIGH_GAIN: f64 = 2.0 / std::f64::consts::LN_2;
+
+/// Every parameter of BBR, with unit, default and source.
+pub const PARAMS: &[ParamSpec] = &[
+    window::INIT_CWND,
+    ParamSpec {
+        key: "startup-gain",
+        unit: Unit::Number,
+        default: HIGH_GAIN,
+        help: "pacing gain in Startup (2/ln2); Drain paces at its inverse",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (BBRHighGain = 2/ln(2))",
+    },
+    ParamSpec {
+        key: "startup-cwnd-gain",
+        unit: Unit::Number,
+        default: 2.0,
+        help: "cwnd gain in Startup and Drain",
+        source: "project brief, as BBR v2 (draft-cardwell-iccrg-bbr-congestion-control-01); draft-00 uses 2/ln2",
+    },
+    ParamSpec {
+        key: "probe-bw-cwnd-gain",
+        unit: Unit::Number,
+        default: 2.0,
+        help: "cwnd gain in ProbeBW (cwnd = gain * BtlBw * RTprop)",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (cwnd_gain = 2)",
+    },
+    ParamSpec {
+        key: "probe-up-gain",
+        unit: Unit::Number,
+        default: 1.25,
+        help: "pacing gain of the probing phase of the ProbeBW cycle",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (pacing_gain_cycle[0] = 5/4)",
+    },
+    ParamSpec {
+        key: "probe-down-gain",
+        unit: Unit::Number,
+        default: 0.75,
+        help: "pacing gain of the draining phase of the ProbeBW cycle",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (pacing_gain_cycle[1] = 3/4)",
+    },
+    ParamSpec {
+        key: "cycle-phases",
+        unit: Unit::Count,
+        default: 8.0,
+        help: "phases of the ProbeBW gain cycle: up, down, then gain 1 for the rest",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (BBRGainCycleLen = 8)",
+    },
+    ParamSpec {
+        key: "bw-window",
+        unit: Unit::Count,
+        default: 10.0,
+        help: "rounds over which BtlBw is the largest delivery-rate sample",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (BtlBwFilterLen = 10 rounds)",
+    },
+    ParamSpec {
+        key: "min-rtt-window",
+        unit: Unit::Micros,
+        default: 10e6,
+        help: "age after which RTprop expires and ProbeRTT runs",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (RTpropFilterLen = 10 s)",
+    },
+    ParamSpec {
+        key: "probe-rtt-duration",
+        unit: Unit::Micros,
+        default: 200e3,
+        help: "time ProbeRTT holds the window at min-pipe-cwnd (and at least one round)",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (ProbeRTTDuration = 200 ms)",
+    },
+    ParamSpec {
+        key: "min-pipe-cwnd",
+        unit: Unit::Packets,
+        default: 4.0,
+        help: "smallest window, and the window in ProbeRTT",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (BBRMinPipeCwnd = 4 packets)",
+    },
+    ParamSpec {
+        key: "full-bw-growth",
+        unit: Unit::Number,
+        default: 1.25,
+        help: "BtlBw growth per round below which a Startup round counts as a plateau",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (25 %)",
+    },
+    ParamSpec {
+        key: "full-bw-rounds",
+        unit: Unit::Count,
+        default: 3.0,
+        help: "plateau rounds after which the pipe is full and Startup ends",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 (3 rounds)",
+    },
+    ParamSpec {
+        key: "reports-per-rtt",
+        unit: Unit::Count,
+        default: 4.0,
+        help: "reports asked of the datapath per smoothed RTT (round and phase timing within srtt/n)",
+        source: "this project (CCP measurement program; see the bbr module doc)",
+    },
+];
+
+/// BBR, as the registry lists it.
+pub const SPEC: AlgorithmSpec = AlgorithmSpec {
+    name: "bbr",
+    summary: "BBR v1: paces at gain x max-filtered bandwidth, cwnd = 2 BDP; startup, drain, probe_bw, probe_rtt",
+    params: PARAMS,
+    build,
+};
+
+fn build(params: &ParamSet) -> Box<dyn Controller> {
+    Box::new(Bbr::new(BbrConfig::from_params(params)))
+}
+
+/// BBR's configuration, resolved from its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BbrConfig {
+    /// Initial window, packets (≥ 1).
+    pub init_cwnd_pkts: u32,
+    /// Startup pacing gain (> 0); Drain paces at its inverse.
+    pub startup_gain: f64,
+    /// Startup and Drain cwnd gain (> 0).
+    pub startup_cwnd_gain: f64,
+    /// ProbeBW cwnd gain (> 0).
+    pub probe_bw_cwnd_gain: f64,
+    /// The up and down phases of the gain cycle (> 0).
+    pub probe_up_gain: f64,
+    pub probe_down_gain: f64,
+    /// Phases of the gain cycle (≥ 3).
+    pub cycle_phases: usize,
+    /// BtlBw filter length, rounds (≥ 1).
+    pub bw_window_rounds: u64,
+    /// RTprop lifetime, µs.
+    pub min_rtt_window_us: u64,
+    /// ProbeRTT duration, µs.
+    pub probe_rtt_duration_us: u64,
+    /// Smallest window and ProbeRTT window, packets (≥ 1).
+    pub min_pipe_cwnd_pkts: u32,
+    /// Full-pipe growth factor (> 1 to make sense).
+    pub full_bw_growth: f64,
+    /// Full-pipe plateau rounds (≥ 1).
+    pub full_bw_rounds: u32,
+    /// Reports per smoothed RTT (≥ 1).
+    pub reports_per_rtt: u64,
+}
+
+impl Default for BbrConfig {
+    fn default() -> Self {
+        BbrConfig::from_params(&ParamSet::defaults("bbr", PARAMS))
+    }
+}
+
+impl BbrConfig {
+    /// Read the configuration from resolved parameters (clamping out-of-range values).
+    pub fn from_params(p: &ParamSet) -> Self {
+        BbrConfig {
+            init_cwnd_pkts: packets(p.get("init-cwnd")),
+            startup_gain: positive_param(p.get("startup-gain"), HIGH_GAIN),
+            startup_cwnd_gain: positive_param(p.get("startup-cwnd-gain"), 2.0),
+            probe_bw_cwnd_gain: positive_param(p.get("probe-bw-cwnd-gain"), 2.0),
+            probe_up_gain: positive_param(p.get("probe-up-gain"), 1.25),
+            probe_down_gain: positive_param(p.get("probe-down-gain"), 0.75),
+            cycle_phases: count_param(p.get("cycle-phases")).clamp(3, 1 << 20) as usize,
+            bw_window_rounds: count_param(p.get("bw-window")),
+            min_rtt_window_us: p.get("min-rtt-window").max(0.0) as u64,
+            probe_rtt_duration_us: p.get("probe-rtt-duration").max(0.0) as u64,
+            min_pipe_cwnd_pkts: packets(p.get("min-pipe-cwnd")),
+            full_bw_growth: p.get("full-bw-growth").max(0.0),
+            full_bw_rounds: count_param(p.get("full-bw-rounds")).min(u64::from(u32::MAX)) as u32,
+            reports_per_rtt: count_param(p.get("reports-per-rtt")),
+        }
+    }
+
+    /// The pacing gain of ProbeBW phase `i`.
+    pub fn cycle_gain(&self, i: usize) -> f64 {
+        match i % self.cycle_phases {
+            0 => self.probe_up_gain,
+            1 => self.probe_down_gain,
+            _ => 1.0,
+        }
+    }
+}
+
+/// BBR's state (the draft's state machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Startup,
+    Drain,
+    ProbeBw,
+    ProbeRtt,
+}
+
+/// A BBR controller for one flow.
+#[derive(Clone, Debug)]
+pub struct Bbr {
+    cfg: BbrConfig,
+    /// MSS, loss epochs and timeouts.
+    core: WindowCore,
+    mode: Mode,
+    rounds: RoundCounter,
+    /// BtlBw: max delivery rate (bytes/s) over the last rounds.
+    bw: WindowedFilter,
+    /// RTprop, µs (0: none yet) and when it was last set.
+    min_rtt_us: u64,
+    min_rtt_stamp_us: u64,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    /// Pacing rate, bytes/s.
+    pacing_rate: u64,
+    /// Window, bytes.
+    cwnd: u64,
+    filled_pipe: bool,
+    full_bw: u64,
+    full_bw_count: u32,
+    cycle_index: usize,
+    cycle_stamp_us: u64,
+    /// ProbeRTT: when the 200 ms end (set once inflight reached the ProbeRTT window).
+    probe_rtt_done_us: Option<u64>,
+    probe_rtt_round_done: bool,
+    /// The window saved on entering ProbeRTT or loss recovery, bytes.
+    prior_cwnd: u64,
+    /// In loss recovery (restore `prior_cwnd` when the loss epoch ends).
+    in_recovery: bool,
+    /// Packet conservation runs until this round starts.
+    conservation_until_round: Option<u64>,
+    has_rtt: bool,
+    rng: u64,
+    srtt: Srtt,
+    clock: ReportClock,
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Bbr {
+    /// A controller with `cfg`, before its flow starts (assumes a 1448-byte MSS until then).
+    pub fn new(cfg: BbrConfig) -> Self {
+        let mut b = Bbr {
+            bw: WindowedFilter::max(cfg.bw_window_rounds),
+            clock: ReportClock::new(cfg.reports_per_rtt),
+            cfg,
+            core: WindowCore::new(),
+            mode: Mode::Startup,
+            rounds: RoundCounter::new(),
+            min_rtt_us: 0,
+            min_rtt_stamp_us: 0,
+            pacing_gain: 1.0,
+            cwnd_gain: 1.0,
+            pacing_rate: 0,
+            cwnd: 0,
+            filled_pipe: false,
+            full_bw: 0,
+            full_bw_count: 0,
+            cycle_index: 0,
+            cycle_stamp_us: 0,
+            probe_rtt_done_us: None,
+            probe_rtt_round_done: false,
+            prior_cwnd: 0,
+            in_recovery: false,
+            conservation_until_round: None,
+            has_rtt: false,
+            rng: 0,
+            srtt: Srtt::new(),
+        };
+        b.reset(0);
+        b
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BbrConfig {
+        &self.cfg
+    }
+
+    /// The current state.
+    pub fn state(&self) -> Mode {
+        self.mode
+    }
+
+    /// BtlBw, bytes/s (0 before any sample).
+    pub fn btlbw(&self) -> u64 {
+        self.bw.get().unwrap_or(0)
+    }
+
+    /// RTprop, µs (0 before any sample).
+    pub fn min_rtt_us(&self) -> u64 {
+        self.min_rtt_us
+    }
+
+    /// The current pacing gain.
+    pub fn pacing_gain(&self) -> f64 {
+        self.pacing_gain
+    }
+
+    /// The current cwnd gain.
+    pub fn cwnd_gain(&self) -> f64 {
+        self.cwnd_gain
+    }
+
+    /// The ProbeBW phase index (0: the up phase, 1: the down phase).
+    pub fn cycle_index(&self) -> usize {
+        self.cycle_index
+    }
+
+    /// Whether Startup found the pipe full.
+    pub fn filled_pipe(&self) -> bool {
+        self.filled_pipe
+    }
+
+    /// Rounds started so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.rounds()
+    }
+
+    fn mss(&self) -> u64 {
+        self.core.mss()
+    }
+
+    fn min_pipe(&self) -> u64 {
+        self.core.window_bytes(self.cfg.min_pipe_cwnd_pkts)
+    }
+
+    fn init_cwnd(&self) -> u64 {
+        self.core.window_bytes(self.cfg.init_cwnd_pkts)
+    }
+
+    fn reset(&mut self, now_us: u64) {
+        self.mode = Mode::Startup;
+        self.rounds = RoundCounter::new();
+        self.bw = WindowedFilter::max(self.cfg.bw_window_rounds);
+        self.min_rtt_us = 0;
+        self.min_rtt_stamp_us = now_us;
+        self.filled_pipe = false;
+        self.full_bw = 0;
+        self.full_bw_count = 0;
+        self.cycle_index = 0;
+        self.cycle_stamp_us = now_us;
+        self.probe_rtt_done_us = None;
+        self.probe_rtt_round_done = false;
+        self.in_recovery = false;
+        self.conservation_until_round = None;
+        self.has_rtt = false;
+        self.rng = splitmix64(now_us);
+        self.srtt = Srtt::new();
+        self.clock = ReportClock::new(self.cfg.reports_per_rtt);
+        self.cwnd = self.init_cwnd().max(self.min_pipe());
+        self.prior_cwnd = self.cwnd;
+        self.enter_startup();
+        // No RTT yet: the initial window over 1 ms (the draft's BBRInitPacingRate).
+        self.pacing_rate = (self.cfg.startup_gain * self.init_cwnd() as f64 * 1e3) as u64;
+    }
+
+    /// `gain · BDP + 3 MSS`, or the initial window before any RTT sample, bytes.
+    pub fn inflight(&self, gain: f64) -> u64 {
+        if self.min_rtt_us == 0 {
+            return self.init_cwnd();
+        }
+        let bdp = self.btlbw() as f64 * self.min_rtt_us as f64 / 1e6;
+        ((gain * bdp) as u64)
+            .saturating_add(3 * self.mss())
+            .min(MAX_CWND)
+    }
+
+    fn enter_startup(&mut self) {
+        self.mode = Mode::Startup;
+        self.pacing_gain = self.cfg.startup_gain;
+        self.cwnd_gain = self.cfg.startup_cwnd_gain;
+    }
+
+    fn enter_drain(&mut self) {
+        self.mode = Mode::Drain;
+        self.pacing_gain = 1.0 / self.cfg.startup_gain;
+        self.cwnd_gain = self.cfg.startup_cwnd_gain;
+    }
+
+    fn enter_probe_bw(&mut self, now_us: u64) {
+        self.mode = Mode::ProbeBw;
+        self.pacing_gain = 1.0;
+        self.cwnd_gain = self.cfg.probe_bw_cwnd_gain;
+        // Any phase but the down phase after the advance below (the draft's gain cycle randomization).
+        let n = self.cfg.cycle_phases as u64;
+        self.rng = splitmix64(self.rng ^ now_us);
+        let draw = self.rng % (n - 1);
+        self.cycle_index = (n - 1 - draw) as usize;
+        self.advance_cycle_phase(now_us);
+    }
+
+    fn advance_cycle_phase(&mut self, now_us: u64) {
+        self.cycle_stamp_us = now_us;
+        self.cycle_index = (self.cycle_index + 1) % self.cfg.cycle_phases;
+        self.pacing_gain = self.cfg.cycle_gain(self.cycle_index);
+    }
+
+    fn is_next_cycle_phase(&self, m: &Measurement) -> bool {
+        let full_length = m.now_us.saturating_sub(self.cycle_stamp_us) > self.min_rtt_us;
+        let inflight = m.bytes_in_flight;
+        if self.pacing_gain > 1.0 {
+            full_length && (m.lost_packets > 0 || inflight >= self.inflight(self.pacing_gain))
+        } else if self.pacing_gain < 1.0 {
+            full_length || inflight <= self.inflight(1.0)
+        } else {
+            full_length
+        }
+    }
+
+    fn check_full_pipe(&mut self) {
+        let bw = self.btlbw();
+        if bw as f64 >= self.full_bw as f64 * self.cfg.full_bw_growth {
+            self.full_bw = bw;
+            self.full_bw_count = 0;
+            return;
+        }
+        self.full_bw_count += 1;
+        if self.full_bw_count >= self.cfg.full_bw_rounds {
+            self.filled_pipe = true;
+        }
+    }
+
+    fn save_cwnd(&self) -> u64 {
+        if !self.in_recovery && self.mode != Mode::ProbeRtt {
+            self.cwnd
+        } else {
+            self.prior_cwnd.max(self.cwnd)
+        }
+    }
+
+    fn enter_probe_rtt(&mut self) {
+        self.prior_cwnd = self.save_cwnd();
+        self.mode = Mode::ProbeRtt;
+        self.pacing_gain = 1.0;
+        self.cwnd_gain = 1.0;
+        self.probe_rtt_done_us = None;
+        self.probe_rtt_round_done = false;
+    }
+
+    fn handle_probe_rtt(&mut self, m: &Measurement, round_start: bool) {
+        match self.probe_rtt_done_us {
+            None if m.bytes_in_flight <= self.min_pipe() => {
+                self.probe_rtt_done_us = Some(m.now_us + self.cfg.probe_rtt_duration_us);
+                self.probe_rtt_round_done = false;
+                self.rounds.restart(m.bytes_in_flight);
+            }
+            None => {}
+            Some(done) => {
+                if round_start {
+                    self.probe_rtt_round_done = true;
+                }
+                if self.probe_rtt_round_done && m.now_us > done {
+                    self.min_rtt_stamp_us = m.now_us;
+                    self.cwnd = self.cwnd.max(self.prior_cwnd);
+                    if self.filled_pipe {
+                        self.enter_probe_bw(m.now_us);
+                    } else {
+                        self.enter_startup();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Update RTprop from the report's smallest RTT; returns whether the estimate had expired.
+    fn update_min_rtt(&mut self, m: &Measurement) -> bool {
+        let expired = m.now_us
+            > self
+                .min_rtt_stamp_us
+                .saturating_add(self.cfg.min_rtt_window_us);
+        let sample = m.rtt_min_us;
+        if sample > 0 && (self.min_rtt_us == 0 || sample < self.min_rtt_us || expired) {
+            self.min_rtt_us = sample;
+            self.min_rtt_stamp_us = m.now_us;
+        }
+        expired
+    }
+
+    fn bw_sample(m: &Measurement) -> u64 {
+        match (m.delivery_rate, m.send_rate) {
+            (0, _) => 0,
+            (d, 0) => d,
+            (d, s) => d.min(s),
+        }
+    }
+
+    fn on_loss_event(&mut self, event: WindowEvent, m: &Measurement) {
+        match event {
+            WindowEvent::Timeout { .. } => {
+                self.prior_cwnd = self.save_cwnd();
+                self.in_recovery = true;
+                self.conservation_until_round = None;
+                self.cwnd = self.core.loss_window();
+            }
+            WindowEvent::Loss => {
+                self.prior_cwnd = self.save_cwnd();
+                self.in_recovery = true;
+                self.cwnd = (m.bytes_in_flight + m.acked_bytes.max(self.mss())).min(MAX_CWND);
+                self.conservation_until_round = Some(self.rounds.rounds() + 1);
+            }
+            WindowEvent::Hold | WindowEvent::Grow(_) => {
+                if self.in_recovery && !self.core.in_epoch(m.now_us) {
+                    self.in_recovery = false;
+                    self.conservation_until_round = None;
+                    self.cwnd = self.cwnd.max(self.prior_cwnd);
+                }
+            }
+        }
+    }
+
+    fn set_pacing_rate(&mut self) {
+        let bw = self.btlbw();
+        if bw == 0 {
+            return;
+        }
+        let rate = (self.pacing_gain * bw as f64) as u64;
+        if self.filled_pipe || rate > self.pacing_rate {
+            self.pacing_rate = rate;
+        }
+    }
+
+    fn set_cwnd(&mut self, m: &Measurement, fresh_loss: bool) {
+        let acked = m.acked_bytes;
+        let target = self.inflight(self.cwnd_gain);
+        if self
+            .conservation_until_round
+            .is_some_and(|r| self.rounds.rounds() >= r)
+        {
+            self.conservation_until_round = None;
+        }
+        if self.conservation_until_round.is_some() {
+            if !fresh_loss {
+                self.cwnd = self.cwnd.max(m.bytes_in_flight + acked);
+            }
+        } else if self.filled_pipe {
+            self.cwnd = (self.cwnd + acked).min(target);
+        } else if self.cwnd < target || self.rounds.delivered() < self.init_cwnd() {
+            self.cwnd += acked;
+        }
+        self.cwnd = self.cwnd.max(self.min_pipe()).min(MAX_CWND);
+        if self.mode == Mode::ProbeRtt {
+            self.cwnd = self.cwnd.min(self.min_pipe());
+        }
+    }
+}
+
+impl Controller for Bbr {
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+
+    fn mode(&self) -> ControlMode {
+        ControlMode::Rate
+    }
+
+    fn on_start(&mut self, start: &FlowStart) -> Decision {
+        self.core.start(start);
+        self.reset(start.now_us);
+        Decision {
+            cwnd: Some(self.cwnd()),
+            rate: Some(self.pacing_rate),
+            report: None,
+        }
+    }
+
+    fn on_measurement(&mut self, m: &Measurement) -> Decision {
+        let event = self.core.on_measurement(m);
+        let srtt = self.srtt.update(m.rtt_mean_us);
+        let round_start = self.rounds.on_report(m.acked_bytes, m.bytes_in_flight);
+        if !self.has_rtt && srtt > 0 {
+            self.has_rtt = true;
+            let nominal = self.init_cwnd() as f64 * 1e6 / srtt as f64;
+            self.pacing_rate = (self.cfg.startup_gain * nominal) as u64;
+        }
+        // The model: BtlBw.
+        let app_limited = m.bytes_pending == 0 && m.bytes_in_flight < self.cwnd;
+        let sample = Self::bw_sample(m);
+        if sample > 0 && (!app_limited || sample >= self.btlbw()) {
+            self.bw.update(self.rounds.rounds(), sample);
+        }
+        // Loss recovery.
+        self.on_loss_event(event, m);
+        // The state machine.
+        if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(m) {
+            self.advance_cycle_phase(m.now_us);
+        }
+        if round_start && !self.filled_pipe && !app_limited {
+            self.check_full_pipe();
+        }
+        if self.mode == Mode::Startup && self.filled_pipe {
+            self.enter_drain();
+        }
+        if self.mode == Mode::Drain && m.bytes_in_flight <= self.inflight(1.0) {
+            self.enter_probe_bw(m.now_us);
+        }
+        let expired = self.update_min_rtt(m);
+        if self.mode != Mode::ProbeRtt && expired {
+            self.enter_probe_rtt();
+        }
+        if self.mode == Mode::ProbeRtt {
+            self.handle_probe_rtt(m, round_start);
+        }
+        // Control.
+        self.set_pacing_rate();
+        self.set_cwnd(m, event == WindowEvent::Loss);
+        Decision {
+            cwnd: Some(self.cwnd()),
+            rate: Some(self.pacing_rate),
+            report: self.clock.period(srtt),
+        }
+    }
+
+    fn calibrate(&mut self, fused: Fused) {
+        match fused {
+            Fused::Rate(r) => self.pacing_rate = r,
+            Fused::Cwnd(w) => self.cwnd = u64::from(w).clamp(self.min_pipe(), MAX_CWND),
+        }
+    }
+
+    fn cwnd(&self) -> u32 {
+        self.cwnd.min(MAX_CWND) as u32
+    }
+
+    fn rate(&self) -> Option<u64> {
+        Some(self.pacing_rate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::ReportPeriod;
+    use crate::filters::path::Path;
+
+    const MSS: u64 = 1448;
+    const RTT: u64 = 40_000;
+
+    fn bbr(cfg: BbrConfig) -> Bbr {
+        let mut b = Bbr::new(cfg);
+        b.on_start(&FlowStart {
+            mss: MSS as u32,
+            init_cwnd: 14480,
+            now_us: 0,
+        });
+        b
+    }
+
+    /// A report at `now`: `acked` bytes, `inflight` bytes outstanding, RTT `rtt`, delivery rate
+    /// `rate`, a sender with data pending.
+    fn report(now: u64, acked: u64, inflight: u64, rtt: u64, rate: u64) -> Measurement {
+        Measurement {
+            now_us: now,
+            interval_us: rtt / 4,
+            acked_bytes: acked,
+            acked_packets: acked / MSS,
+            rtt_min_us: rtt,
+            rtt_mean_us: rtt,
+            rtt_max_us: rtt,
+            rtt_last_us: rtt,
+            rtt_samples: 1,
+            delivery_rate: rate,
+            bytes_in_flight: inflight,
+            bytes_pending: 1 << 30,
+            mss: MSS as u32,
+            ..Measurement::default()
+        }
+    }
+
+    /// Every state change while running `path` until `until_us`: `(time µs, round, new state)`.
+    fn states(b: &mut Bbr, path: &mut Path, until_us: f64) -> Vec<(u64, u64, Mode)> {
+        let mut out = vec![];
+        let mut last = b.state();
+        path.run_observed(b, until_us, |b, s| {
+            if b.state() != last {
+                last = b.state();
+                out.push((s.m.now_us, b.rounds(), last));
+            }
+        });
+        out
+    }
+
+    #[test]
+    fn starts_in_startup_pacing_the_initial_window_at_high_gain() {
+        let mut b = Bbr::new(BbrConfig::default());
+        let d = b.on_start(&FlowStart {
+            mss: MSS as u32,
+            init_cwnd: 14480,
+            now_us: 0,
+        });
+        assert_eq!(
+            (b.name(), b.mode(), b.state()),
+            ("bbr", ControlMode::Rate, Mode::Startup)
+        );
+        assert_eq!(d.cwnd, Some(10 * MSS as u32));
+        let want = HIGH_GAIN * 14480.0 * 1e3;
+        assert_eq!(d.rate, Some(want as u64), "initial window per ms at 2/ln2");
+        assert!((b.pacing_gain() - 2.885).abs() < 1e-3 && b.cwnd_gain() == 2.0);
+        // The first RTT sample re-bases the rate on it and asks for quarter-RTT reports.
+        let d = b.on_measurement(&report(RTT, MSS, 9 * MSS, RTT, 0));
+        assert_eq!(
+            d.rate,
+            Some((HIGH_GAIN * 14480.0 * 1e6 / RTT as f64) as u64)
+        );
+        assert_eq!(d.report, Some(ReportPeriod::Micros(RTT / 4)));
+        assert_eq!(b.rate(), d.rate);
+    }
+
+    #[test]
+    fn startup_drain_and_probe_bw_on_a_path() {
+        let mut b = bbr(BbrConfig::default());
+        let mut path = Path::new(100.0, RTT); // 345 packets of BDP
+        path.start(&mut b);
+        let seen = states(&mut b, &mut path, 2e6);
+        let modes: Vec<Mode> = seen.iter().map(|s| s.2).collect();
+        assert_eq!(&modes[..2], &[Mode::Drain, Mode::ProbeBw], "{seen:?}");
+        // Startup: round 1 is the first ACK, round 2 measures the initial window (10 packets per
+        // RTT); pacing at 2.885 × a delivery rate that lags about 1.5 RTTs doubles the rate per
+        // round, so log2(345 / 10) ≈ 5.1 more rounds fill the pipe; then 3 plateau rounds.
+        // The model gives 10.1; report granularity (srtt/4) may cost up to 2 more rounds.
+        let startup_rounds = seen[0].1;
+        assert!((10..=13).contains(&startup_rounds), "{seen:?}");
+        // Drain empties the queue Startup built (at most one BDP, as cwnd ≤ 2 BDP) at
+        // 1 − 1/2.885 of the link rate: about 1.5 RTTs of the inflated RTT, under 3 rounds.
+        assert!(seen[1].1 - seen[0].1 <= 3, "{seen:?}");
+        // The model is the path: BtlBw within 2 % of 12.5 MB/s, RTprop the base RTT plus one
+        // packet's serialization (116 µs) and the µs rounding.
+        let rate = path.rate;
+        let bw = b.btlbw() as f64;
+        assert!((bw / rate - 1.0).abs() < 0.02, "BtlBw {bw} vs {rate}");
+        assert!(
+            (RTT..RTT + 200).contains(&b.min_rtt_us()),
+            "{}",
+            b.min_rtt_us()
+        );
+        assert!(b.filled_pipe());
+        // ProbeBW keeps the queue small: the gain cycle adds at most a quarter BDP (86 packets)
+        // for one RTT in eight.
+        let steps = path.run(&mut b, 4e6);
+        let mut q: Vec<u64> = steps.iter().map(|s| s.queued).collect();
+        q.sort_unstable();
+        assert!(
+            q[q.len() / 2] <= 10,
+            "median queue {} packets",
+            q[q.len() / 2]
+        );
+        assert!(
+            *q.last().unwrap() <= 100,
+            "largest queue {} packets",
+            q.last().unwrap()
+        );
+    }
+
+    #[test]
+    fn probe_bw_cycles_through_the_gains_one_min_rtt_each() {
+        let mut b = bbr(BbrConfig::default());
+        let mut path = Path::new(100.0, RTT);
+        path.start(&mut b);
+        path.run(&mut b, 2e6);
+        assert_eq!(b.state(), Mode::ProbeBw);
+        let mut phases: Vec<(u64, usize, f64)> = vec![];
+        path.run_observed(&mut b, 5e6, |b, s| {
+            if phases.last().is_none_or(|p| p.1 != b.cycle_index()) {
+                phases.push((s.m.now_us, b.cycle_index(), b.pacing_gain()));
+            }
+        });
+        assert!(phases.len() > 40, "{} phases in 3 s", phases.len());
+        let min_rtt = b.min_rtt_us();
+        let period = RTT / 4 + 1_000;
+        for w in phases.windows(2) {
+            let ((t0, i0, g0), (t1, i1, _)) = (w[0], w[1]);
+            assert_eq!(i1, (i0 + 1) % 8, "phases in order: {phases:?}");
+            assert_eq!(g0, [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0][i0]);
+            let len = t1 - t0;
+            match i0 {
+                // Until inflight reaches 1.25 BDP: one RTprop, and a report or two more.
+                0 => assert!(len > min_rtt && len <= min_rtt + 2 * period, "up {len}"),
+                // Ends early once the extra quarter BDP has drained.
+                1 => assert!(len <= min_rtt + period, "down {len}"),
+                _ => assert!(len > min_rtt && len <= min_rtt + period, "cruise {len}"),
+            }
+        }
+    }
+
+    #[test]
+    fn btlbw_is_the_largest_sample_of_the_last_ten_rounds() {
+        let mut b = bbr(BbrConfig::default());
+        // One report per round (little in flight), 40 ms apart.
+        let mut now = 0;
+        let mut step = |b: &mut Bbr, rate: u64| {
+            now += RTT;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
+        };
+        step(&mut b, 5_000_000);
+        step(&mut b, 9_000_000);
+        let peak_round = b.rounds();
+        for _ in 0..9 {
+            step(&mut b, 4_000_000);
+            assert_eq!(b.btlbw(), 9_000_000, "round {}", b.rounds());
+        }
+        assert_eq!(b.rounds(), peak_round + 9);
+        step(&mut b, 4_000_000);
+        assert_eq!(b.btlbw(), 4_000_000, "the 9 MB/s sample left the window");
+    }
+
+    #[test]
+    fn the_sample_is_the_smaller_of_delivery_and_send_rate_and_app_limited_ones_only_raise() {
+        let mut b = bbr(BbrConfig::default());
+        let mut m = report(RTT, 10 * MSS, MSS, RTT, 8_000_000);
+        m.send_rate = 6_000_000;
+        b.on_measurement(&m);
+        assert_eq!(b.btlbw(), 6_000_000);
+        // Nothing pending and little in flight: an application-limited 1 MB/s is ignored...
+        let mut m = report(2 * RTT, 10 * MSS, MSS, RTT, 1_000_000);
+        m.bytes_pending = 0;
+        b.on_measurement(&m);
+        assert_eq!(b.btlbw(), 6_000_000);
+        // ... an application-limited 7 MB/s counts.
+        m.now_us = 3 * RTT;
+        m.delivery_rate = 7_000_000;
+        b.on_measurement(&m);
+        assert_eq!(b.btlbw(), 7_000_000);
+    }
+
+    #[test]
+    fn compounded_growth_of_25_percent_keeps_startup_going() {
+        let mut b = bbr(BbrConfig::default());
+        let mut now = 0;
+        let mut rate = 1_000_000;
+        // 12 % per round: below 25 % per round, but it compounds to more than 25 % over the
+        // value of the last reset every second round, so Startup never ends.
+        for _ in 0..20 {
+            now += RTT;
+            rate = rate * 112 / 100;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
+            assert_eq!(b.state(), Mode::Startup);
+        }
+    }
+
+    #[test]
+    fn startup_ends_after_three_rounds_without_25_percent_growth() {
+        let mut b = bbr(BbrConfig::default());
+        let mut now = 0;
+        let mut rate = 1_000_000;
+        // One report per round (one MSS in flight). Doubling each round: Startup continues.
+        for _ in 0..6 {
+            now += RTT;
+            rate *= 2;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
+            assert_eq!(b.state(), Mode::Startup);
+        }
+        // 5 % growth per round is a plateau (1.05³ < 1.25 over the last reset): the third such
+        // round fills the pipe. (Its report has much in flight, so that Drain does not end at
+        // once.)
+        for k in 1..=3 {
+            now += RTT;
+            rate = rate * 21 / 20;
+            let inflight = if k < 3 { MSS } else { 1 << 30 };
+            b.on_measurement(&report(now, 10 * MSS, inflight, RTT, rate));
+            let want = if k < 3 { Mode::Startup } else { Mode::Drain };
+            assert_eq!(b.state(), want, "plateau round {k}");
+        }
+        assert!((b.pacing_gain() - 1.0 / HIGH_GAIN).abs() < 1e-9);
+        // Drain ends when inflight falls to one BDP (+3 MSS).
+        let bdp = b.inflight(1.0);
+        b.on_measurement(&report(now + 1, 10 * MSS, bdp + 1, RTT, rate));
+        assert_eq!(b.state(), Mode::Drain);
+        b.on_measurement(&report(now + 2, 10 * MSS, bdp, RTT, rate));
+        assert_eq!(b.state(), Mode::ProbeBw);
+        assert_ne!(b.cycle_index(), 1, "never starts in the down phase");
+        assert_eq!(b.cwnd_gain(), 2.0);
+    }
+
+    #[test]
+    fn probe_rtt_every_ten_seconds_for_200_ms_at_four_packets() {
+        let mut b = bbr(BbrConfig::default());
+        let mut path = Path::new(100.0, RTT);
+        path.start(&mut b);
+        // (enter, leave, largest window inside, window before, window after)
+        let mut spans: Vec<(u64, u64, u64, u64, u64)> = vec![];
+        let mut before = 0;
+        path.run_observed(&mut b, 25e6, |b, s| {
+            let w = u64::from(b.cwnd());
+            let inside = b.state() == Mode::ProbeRtt;
+            match spans.last_mut() {
+                Some(sp) if sp.1 == 0 => {
+                    if inside {
+                        sp.2 = sp.2.max(w);
+                    } else {
+                        (sp.1, sp.4) = (s.m.now_us, w);
+                    }
+                }
+                _ if inside => spans.push((s.m.now_us, 0, w, before, 0)),
+                _ => before = w,
+            }
+        });
+        assert_eq!(spans.len(), 2, "{spans:?}");
+        // RTprop is first measured in the first RTT: ProbeRTT 10 s later, then 10 s after the
+        // previous one ended (+ up to one report period).
+        let (e1, l1) = (spans[0].0, spans[0].1);
+        let e2 = spans[1].0;
+        assert!((10_000_000..10_100_000).contains(&e1), "{spans:?}");
+        assert!(
+            (l1 + 10_000_000..l1 + 10_020_000).contains(&e2),
+            "{spans:?}"
+        );
+        for &(enter, leave, most, before, after) in &spans {
+            assert_eq!(most, 4 * MSS, "the window is 4 packets inside");
+            // The drain to 4 packets takes about one RTT, then 200 ms and the round in progress.
+            let len = leave - enter;
+            assert!(
+                (200_000 + RTT..200_000 + 3 * RTT).contains(&len),
+                "ProbeRTT {len} us"
+            );
+            assert!(after >= before, "the window is restored: {spans:?}");
+        }
+        assert_eq!(b.state(), Mode::ProbeBw);
+    }
+
+    #[test]
+    fn a_strictly_smaller_rtt_postpones_probe_rtt_an_equal_one_does_not() {
+        let mut b = bbr(BbrConfig::default());
+        b.on_measurement(&report(1, 10 * MSS, MSS, RTT, 1_000_000));
+        assert_eq!(b.min_rtt_us(), RTT);
+        // Equal samples for 10 s: ProbeRTT just after.
+        let mut now = 1;
+        while now <= 10_000_001 {
+            now += RTT;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, 1_000_000));
+        }
+        assert_eq!(b.state(), Mode::ProbeRtt);
+        // A smaller sample at 5 s moves the deadline to 15 s.
+        let mut b = bbr(BbrConfig::default());
+        b.on_measurement(&report(1, 10 * MSS, MSS, RTT, 1_000_000));
+        b.on_measurement(&report(5_000_000, 10 * MSS, MSS, RTT - 1, 1_000_000));
+        let mut now = 5_000_000;
+        while now < 15_000_000 {
+            now += RTT;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, 1_000_000));
+            assert_ne!(b.state(), Mode::ProbeRtt, "at {now}");
+        }
+        b.on_measurement(&report(15_000_001 + RTT, 10 * MSS, MSS, RTT, 1_000_000));
+        assert_eq!(b.state(), Mode::ProbeRtt);
+    }
+
+    #[test]
+    fn loss_conserves_packets_for_a_round_then_restores_the_window() {
+        let mut b = bbr(BbrConfig::default());
+        b.calibrate(Fused::Cwnd(100 * MSS as u32));
+        let t = 1_000_000;
+        b.on_measurement(&report(t, 10 * MSS, 60 * MSS, RTT, 5_000_000));
+        let mut m = report(t + 1_000, 5 * MSS, 50 * MSS, RTT, 5_000_000);
+        m.lost_packets = 3;
+        b.on_measurement(&m);
+        assert_eq!(u64::from(b.cwnd()), 55 * MSS, "inflight + acked");
+        // Conservation: the window follows inflight + acked, never below.
+        b.on_measurement(&report(t + 10_000, 2 * MSS, 40 * MSS, RTT, 5_000_000));
+        assert_eq!(u64::from(b.cwnd()), 55 * MSS);
+        b.on_measurement(&report(t + 20_000, 8 * MSS, 52 * MSS, RTT, 5_000_000));
+        assert_eq!(u64::from(b.cwnd()), 60 * MSS);
+        // One RTT after the loss the epoch ends: back to (at least) the saved window.
+        b.on_measurement(&report(t + 1_000 + RTT, 8 * MSS, 52 * MSS, RTT, 5_000_000));
+        assert!(u64::from(b.cwnd()) >= 100 * MSS, "{}", b.cwnd());
+    }
+
+    #[test]
+    fn timeout_drops_to_one_mss_then_restores() {
+        let mut b = bbr(BbrConfig::default());
+        b.calibrate(Fused::Cwnd(100 * MSS as u32));
+        b.on_measurement(&report(1_000_000, 10 * MSS, 60 * MSS, RTT, 5_000_000));
+        let mut m = report(2_000_000, 0, 0, RTT, 5_000_000);
+        m.timeout = true;
+        b.on_measurement(&m);
+        assert_eq!(
+            u64::from(b.cwnd()),
+            4 * MSS,
+            "one MSS, floored at the 4-packet pipe"
+        );
+        b.on_measurement(&report(2_000_000 + RTT + 1, MSS, MSS, RTT, 5_000_000));
+        assert!(u64::from(b.cwnd()) >= 100 * MSS);
+    }
+
+    #[test]
+    fn calibration_overrides_the_actuators() {
+        let mut b = bbr(BbrConfig::default());
+        b.calibrate(Fused::Rate(1234));
+        assert_eq!(b.rate(), Some(1234));
+        b.calibrate(Fused::Cwnd(1));
+        assert_eq!(u64::from(b.cwnd()), 4 * MSS);
+        b.calibrate(Fused::Cwnd(50 * MSS as u32));
+        assert_eq!(u64::from(b.cwnd()), 50 * MSS);
+    }
+
+    #[test]
+    fn params_override_defaults() {
+        let mut p = ParamSet::defaults("bbr", PARAMS);
+        p.set(PARAMS, "probe-up-gain", "1.5").unwrap();
+        p.set(PARAMS, "cycle-phases", "4").unwrap();
+        p.set(PARAMS, "min-rtt-window", "5s").unwrap();
+        p.set(PARAMS, "probe-rtt-duration", "100ms").unwrap();
+        let cfg = BbrConfig::from_params(&p);
+        assert_eq!(cfg.probe_up_gain, 1.5);
+        assert_eq!(cfg.cycle_phases, 4);
+        assert_eq!(cfg.min_rtt_window_us, 5_000_000);
+        assert_eq!(cfg.probe_rtt_duration_us, 100_000);
+        assert_eq!(
+            (0..5).map(|i| cfg.cycle_gain(i)).collect::<Vec<_>>(),
+            [1.5, 0.75, 1.0, 1.0, 1.5]
+        );
+        let d = BbrConfig::default();
+        assert_eq!(
+            (d.bw_window_rounds, d.full_bw_rounds, d.min_pipe_cwnd_pkts),
+            (10, 3, 4)
+        );
+        assert_eq!(SPEC.name, "bbr");
+        assert!(
+            SPEC.params
+                .iter()
+                .all(|p| !p.source.is_empty() && !p.help.is_empty())
+        );
+    }
+}
