@@ -5,17 +5,31 @@
 //! - [`program`]: the one shared measurement datapath program and its report decoding.
 //! - [`adapter`]: turns any controller into a portus flow.
 //! - [`reno`], [`cubic`]: the classic window algorithms.
+//! - [`bbr`], [`copa`], [`vegas`]: the delay- and model-based baselines; [`filters`]: the
+//!   estimators they share (windowed min/max filters, round counting, srtt, report period).
+//! - [`dctcp`], [`ledbat`], [`timely`]: the datacenter and background baselines (ECN fraction,
+//!   delay target, RTT gradient).
+//! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it.
 //! - [`agent`]: rules, IPC and the runtime of the `ccp-agent` binary.
 
 pub mod adapter;
 pub mod agent;
+pub mod bbr;
 pub mod config;
 pub mod controller;
+pub mod copa;
 pub mod cubic;
+pub mod dctcp;
+pub mod filters;
+pub mod ledbat;
+pub mod mi;
 pub mod params;
 pub mod program;
 pub mod registry;
 pub mod reno;
+pub mod timely;
+pub mod vegas;
+pub mod vivace;
 pub mod window;
 
 pub use controller::{

@@ -52,7 +52,17 @@ pub fn all() -> &'static [AlgorithmSpec] {
 }
 
 /// One line per algorithm; the listing order of `ccp-agent algorithms`.
-static ALL: &[AlgorithmSpec] = &[crate::reno::SPEC, crate::cubic::SPEC];
+static ALL: &[AlgorithmSpec] = &[
+    crate::reno::SPEC,
+    crate::cubic::SPEC,
+    crate::vegas::SPEC,
+    crate::dctcp::SPEC,
+    crate::ledbat::SPEC,
+    crate::timely::SPEC,
+    crate::vivace::SPEC,
+    crate::bbr::SPEC,
+    crate::copa::SPEC,
+];
 
 /// The algorithm called `name`.
 pub fn find(name: &str) -> Option<&'static AlgorithmSpec> {
