@@ -7,7 +7,7 @@
 
 use super::udp::{
     Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, tempdir, to_run_data,
-    wait_line,
+    wait_for_sender, wait_line,
 };
 use super::{BackendError, RunContext};
 use crate::data::RunData;
@@ -202,40 +202,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         .stderr(file(&raw.join("send.err"))?);
     let sender = &tb.senders()[0];
     let mut send = Proc::adopt("ccp-udp send", tb.spawn(sender, &mut cmd).map_err(emu_err)?);
-    let expected = Duration::from_micros(r.duration_us);
-    let sized = r.flows.iter().any(|f| f.size.is_some());
-    let limit = if sized {
-        expected * 3 + Duration::from_secs(60)
-    } else {
-        expected + Duration::from_secs(30)
-    };
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(pb) = ctx.progress {
-            pb.set_position((t0.elapsed().as_millis() as u64).min(expected.as_millis() as u64));
-        }
-        if let Some(s) = send
-            .child
-            .try_wait()
-            .map_err(|e| BackendError::Process(format!("ccp-udp send: {e}")))?
-        {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            return Err(BackendError::Process(format!(
-                "ccp-udp send did not finish within {limit:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    if !status.success() {
-        return Err(BackendError::Process(format!(
-            "ccp-udp send failed ({status}): {}",
-            std::fs::read_to_string(raw.join("send.err"))
-                .unwrap_or_default()
-                .trim()
-        )));
-    }
+    wait_for_sender(&mut send, ctx, &raw)?;
     let rstatus = recv.wait_for(Duration::from_secs(20))?;
     agent.terminate(Duration::from_secs(2));
     drop(send);

@@ -310,40 +310,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         cmd.stdout(file(&raw.join("send.out"))?)
             .stderr(file(&raw.join("send.err"))?),
     )?;
-    let expected = Duration::from_micros(r.duration_us);
-    let sized = r.flows.iter().any(|f| f.size.is_some());
-    let limit = if sized {
-        expected * 3 + Duration::from_secs(60)
-    } else {
-        expected + Duration::from_secs(30)
-    };
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(pb) = ctx.progress {
-            pb.set_position((t0.elapsed().as_millis() as u64).min(expected.as_millis() as u64));
-        }
-        if let Some(s) = send
-            .child
-            .try_wait()
-            .map_err(|e| BackendError::Process(format!("ccp-udp send: {e}")))?
-        {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            return Err(BackendError::Process(format!(
-                "ccp-udp send did not finish within {limit:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    if !status.success() {
-        return Err(BackendError::Process(format!(
-            "ccp-udp send failed ({status}): {}",
-            std::fs::read_to_string(raw.join("send.err"))
-                .unwrap_or_default()
-                .trim()
-        )));
-    }
+    wait_for_sender(&mut send, ctx, &raw)?;
     let rstatus = recv.wait_for(Duration::from_secs(20))?;
     if let Some(mut p) = relay.take() {
         p.terminate(Duration::from_secs(2));
@@ -448,6 +415,52 @@ pub(crate) fn to_run_data(
 }
 
 /// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
+/// Wait for `ccp-udp send` to finish (updating the progress bar), within a limit derived from
+/// the recipe: its duration plus 30 s, or three times it plus 60 s when flows are sized. A
+/// failure carries the sender's stderr.
+pub(crate) fn wait_for_sender(
+    send: &mut Proc,
+    ctx: &RunContext,
+    raw: &Path,
+) -> Result<(), BackendError> {
+    let r = ctx.recipe;
+    let expected = Duration::from_micros(r.duration_us);
+    let sized = r.flows.iter().any(|f| f.size.is_some());
+    let limit = if sized {
+        expected * 3 + Duration::from_secs(60)
+    } else {
+        expected + Duration::from_secs(30)
+    };
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(pb) = ctx.progress {
+            pb.set_position((t0.elapsed().as_millis() as u64).min(expected.as_millis() as u64));
+        }
+        if let Some(s) = send
+            .child
+            .try_wait()
+            .map_err(|e| BackendError::Process(format!("ccp-udp send: {e}")))?
+        {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            return Err(BackendError::Process(format!(
+                "ccp-udp send did not finish within {limit:?}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !status.success() {
+        return Err(BackendError::Process(format!(
+            "ccp-udp send failed ({status}): {}",
+            std::fs::read_to_string(raw.join("send.err"))
+                .unwrap_or_default()
+                .trim()
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn tempdir() -> Result<PathBuf, BackendError> {
     let base = std::env::temp_dir();
     for i in 0..1000u32 {
