@@ -23,8 +23,11 @@
 //! * `ecn_packets`: new ECN-CE marks the receiver counted; `ecn_bytes` = that × MSS.
 //! * `lost_pkts`: packets newly declared lost; `was_timeout` on a retransmission timeout.
 //! * `rtt_us`: the ack-delay-adjusted RTT of the largest newly acknowledged packet, 0 if none.
-//! * `rate_incoming` / `rate_outgoing`: acknowledged and sent bytes per second over the last
-//!   max(srtt, 1 ms).
+//! * `rate_incoming`: a delivery-rate sample as BBR takes it (draft-cheng-iccrg-delivery-rate-
+//!   estimation): bytes delivered between sending and acknowledging the most recently sent newly
+//!   acknowledged packet, over the longer of the send and ACK intervals (over the last
+//!   max(srtt, 1 ms) when no sample applies); `rate_outgoing`: sent bytes per second over the
+//!   last max(srtt, 1 ms).
 //! * gauges: bytes and packets in flight, `bytes_pending` = stream bytes not yet sent plus
 //!   bytes queued for retransmission (`u32::MAX` while a duration-mode flow runs without a
 //!   rate cap: its supply is unlimited).
@@ -478,6 +481,12 @@ struct SentPkt {
     time_us: u64,
     state: PktState,
     fin: bool,
+    /// Delivery-rate sampling state when the packet was sent (draft-cheng-iccrg-delivery-rate-
+    /// estimation): bytes delivered so far, when the last of them was delivered, and the send
+    /// time of the packet whose delivery was last acknowledged.
+    delivered: u64,
+    delivered_time_us: u64,
+    first_sent_us: u64,
 }
 
 impl SentPkt {
@@ -583,6 +592,10 @@ struct FlowSender<'a> {
     // Rates.
     pacer: Pacer,
     delivered: u64,
+    /// When `delivered` last grew, µs.
+    delivered_time_us: u64,
+    /// Send time of the packet whose delivery was acknowledged last, µs.
+    first_sent_us: u64,
     sent_cum: u64,
     delivery_rate: RateWindow,
     send_rate: RateWindow,
@@ -688,6 +701,8 @@ impl<'a> FlowSender<'a> {
             dead_peer_us: dead_peer.as_micros() as u64,
             pacer: Pacer::new(0, 0),
             delivered: 0,
+            delivered_time_us: 0,
+            first_sent_us: 0,
             sent_cum: 0,
             delivery_rate: RateWindow::default(),
             send_rate: RateWindow::default(),
@@ -998,6 +1013,7 @@ impl<'a> FlowSender<'a> {
         let new_cum = self.cum_acked.max(a.cum_offset);
         let mut newly_acked = false;
         let mut rtt_latest = None;
+        let mut sample_pkt: Option<SentPkt> = None;
         for &(lo, hi) in a.ranges() {
             let lo = lo.max(self.base_pn);
             if hi < lo {
@@ -1016,6 +1032,9 @@ impl<'a> FlowSender<'a> {
                 self.bytes_in_flight -= u64::from(p.len);
                 self.pkts_in_flight -= 1;
                 self.delivered += u64::from(p.len);
+                if sample_pkt.is_none_or(|q: SentPkt| p.time_us >= q.time_us) {
+                    sample_pkt = Some(p);
+                }
                 if p.end() <= new_cum {
                     s.packets_acked += 1;
                 } else {
@@ -1056,6 +1075,9 @@ impl<'a> FlowSender<'a> {
                 self.bytes_in_flight -= u64::from(p.len);
                 self.pkts_in_flight -= 1;
                 self.delivered += u64::from(p.len);
+                if sample_pkt.is_none_or(|q: SentPkt| p.time_us >= q.time_us) {
+                    sample_pkt = Some(p);
+                }
                 s.packets_acked += 1;
             }
         }
@@ -1085,7 +1107,25 @@ impl<'a> FlowSender<'a> {
         }
         self.pop_resolved();
         let window = self.rtt.smoothed().clamp(1_000, 1_000_000);
-        self.rate_in = self.delivery_rate.update(now, self.delivered, window);
+        let windowed = self.delivery_rate.update(now, self.delivered, window);
+        self.rate_in = match sample_pkt {
+            // A delivery-rate sample as BBR takes it: bytes delivered since the packet was sent,
+            // over the longer of its send and ACK intervals, so ACK compression cannot inflate it.
+            Some(p) => {
+                self.delivered_time_us = now;
+                self.first_sent_us = p.time_us;
+                let send_elapsed = p.time_us.saturating_sub(p.first_sent_us);
+                let ack_elapsed = now.saturating_sub(p.delivered_time_us);
+                let interval = send_elapsed.max(ack_elapsed);
+                if interval > 0 && p.delivered_time_us > 0 {
+                    ((self.delivered - p.delivered) as u128 * 1_000_000 / u128::from(interval))
+                        as u64
+                } else {
+                    windowed
+                }
+            }
+            None => windowed,
+        };
         self.rate_out = self.send_rate.update(now, self.sent_cum, window);
         self.invoke(s, now, false);
         true
@@ -1529,12 +1569,20 @@ impl<'a> FlowSender<'a> {
         for seg in &segs {
             if seg.msg < k {
                 debug_assert_eq!(seg.pn, self.base_pn + self.sent.len() as u64);
+                if self.pkts_in_flight == 0 {
+                    // Sending after an idle period: the rate sample starts now.
+                    self.first_sent_us = now;
+                    self.delivered_time_us = now;
+                }
                 self.sent.push_back(SentPkt {
                     offset: seg.offset,
                     len: seg.len,
                     time_us: now,
                     state: PktState::InFlight,
                     fin: seg.kind == SegKind::Fin,
+                    delivered: self.delivered,
+                    delivered_time_us: self.delivered_time_us,
+                    first_sent_us: self.first_sent_us,
                 });
                 let len = u64::from(seg.len);
                 self.bytes_in_flight += len;
