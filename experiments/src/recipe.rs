@@ -149,6 +149,8 @@ pub struct Direction {
     /// Random loss probability.
     pub loss: f64,
     pub queue: Queue,
+    /// Mark ECN CE on packets that find more than this in the queue (DCTCP's step threshold K).
+    pub ecn_threshold: Option<Limit>,
 }
 
 /// The bottleneck link.
@@ -819,10 +821,18 @@ const LINK_KEYS: &[&str] = &[
     "loss",
     "queue",
     "queue_args",
+    "ecn_threshold",
     "uplink",
     "downlink",
 ];
-const DIR_KEYS: &[&str] = &["rate", "trace", "loss", "queue", "queue_args"];
+const DIR_KEYS: &[&str] = &[
+    "rate",
+    "trace",
+    "loss",
+    "queue",
+    "queue_args",
+    "ecn_threshold",
+];
 
 fn no_link() -> Link {
     let open = Direction {
@@ -830,11 +840,21 @@ fn no_link() -> Link {
         trace: None,
         loss: 0.0,
         queue: Queue::Infinite,
+        ecn_threshold: None,
     };
     Link {
         delay_us: 0,
         uplink: open.clone(),
         downlink: open,
+    }
+}
+
+/// An ECN marking threshold: a packet count such as 65 or a size such as 30KB.
+fn ecn_threshold(r: &mut Reader, n: &Node, field: &str) -> Option<Limit> {
+    let t = r.scalar(n, field, "a threshold such as 65 (packets) or 30KB")?;
+    match t.trim().parse::<u64>() {
+        Ok(p) => Some(Limit::Packets(p)),
+        Err(_) => r.size(n, field).map(Limit::Bytes),
     }
 }
 
@@ -859,6 +879,9 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
     let delay_us = n.get("delay").and_then(|d| r.duration(d, "link.delay"));
     let rate = n.get("rate").and_then(|d| r.rate(d, "link.rate"));
     let loss = n.get("loss").and_then(|d| r.prob(d, "link.loss"));
+    let ecn = n
+        .get("ecn_threshold")
+        .and_then(|d| ecn_threshold(r, d, "link.ecn_threshold"));
     let queue = match n.get("queue") {
         Some(q) => read_queue(r, q, n.get("queue_args"), "link", backend),
         None => {
@@ -917,12 +940,18 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
                 queue.clone()
             }
         };
+        let decn = match get("ecn_threshold") {
+            Some(v) => ecn_threshold(r, v, &join(&field, "ecn_threshold")),
+            None if is_up => ecn,
+            None => None,
+        };
         let has_trace = get("trace").is_some();
         dirs.push(Direction {
             rate: if has_trace { None } else { drate.or(rate) },
             trace,
             loss: dloss.unwrap_or(0.0),
             queue: dqueue.unwrap_or(Queue::Infinite),
+            ecn_threshold: decn,
         });
     }
     let downlink = dirs.pop()?;
@@ -1940,6 +1969,7 @@ fn check_udp(r: &mut Reader, tree: &Node) {
     for (path, node) in [
         ("link.rate", link.get("rate")),
         ("link.queue", link.get("queue")),
+        ("link.ecn_threshold", link.get("ecn_threshold")),
         (
             "link.uplink.rate",
             link.get("uplink").and_then(|u| u.get("rate")),

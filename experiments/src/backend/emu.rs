@@ -12,7 +12,9 @@ use super::udp::{
 use super::{BackendError, RunContext};
 use crate::data::RunData;
 use crate::recipe::{Direction, Limit, Queue};
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, QueueKind, Testbed, TestbedConfig, Trace};
+use ccp_emu::{
+    DelayConfig, EcnThreshold, LinkConfig, QueueConfig, QueueKind, Testbed, TestbedConfig, Trace,
+};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -82,6 +84,17 @@ fn link_config(d: &Direction) -> Result<Option<LinkConfig>, BackendError> {
         (None, None) => return Ok(None),
     };
     l.queue = queue_config(&d.queue)?;
+    l.ecn = match d.ecn_threshold {
+        None => None,
+        Some(Limit::Packets(p)) => Some(EcnThreshold::Packets(p)),
+        Some(Limit::Bytes(b)) => Some(EcnThreshold::Bytes(b)),
+        Some(Limit::Bdp(_)) => {
+            return Err(BackendError::Process(
+                "an ECN threshold in BDP is not supported on the emulator; give packets or bytes"
+                    .into(),
+            ));
+        }
+    };
     Ok(Some(l))
 }
 

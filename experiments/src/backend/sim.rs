@@ -71,6 +71,7 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
         delay: Dur(r.link.delay_us * 1000),
         buffer,
         red,
+        ecn_k: up.ecn_threshold.map(amount),
         loss: up.loss,
         trace: up.trace.clone(),
         reverse: Some(Box::new(LinkOverride {
@@ -78,6 +79,7 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
             trace: down.trace.clone(),
             buffer: rbuffer,
             red: rred,
+            ecn_k: down.ecn_threshold.map(amount),
             loss: Some(down.loss),
             ..LinkOverride::default()
         })),
