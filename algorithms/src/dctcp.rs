@@ -21,12 +21,11 @@
 //!   RFC's conservative choice: the first marks halve the window.
 //! - **Reduction on marks, once per RTT** (RFC 8257 §3.3): a report with `ecn_bytes > 0` cuts the
 //!   window to `cwnd·(1 − α/2)` with the α updated by that report (the window update comes first,
-//!   as in Linux, where the ACK's α update precedes its ECE processing). The cut is delivered to
-//!   the inner Reno as a congestion event — a report at the same instant with one lost packet and
-//!   no ACKs or RTT samples — which sets `ssthresh` (ending slow start), starts Reno's one-RTT
+//!   as in Linux, where the ACK's α update precedes its ECE processing). The cut is Reno's
+//!   [`Reno::congestion_event`]: it sets `ssthresh` (ending slow start), starts Reno's one-RTT
 //!   reduction epoch (RFC 8257's "once per window": further marks and losses within it are the
-//!   same congestion event, and growth is held, as in Linux's CWR state), and is then brought to
-//!   `cwnd·(1 − α/2)` by [`Reno::calibrate`]. `ssthresh` is left at Reno's `beta·cwnd`, below the new
+//!   same congestion event, and growth is held, as in Linux's CWR state), and sets the window to
+//!   `cwnd·(1 − α/2)`. `ssthresh` is left at Reno's `beta·cwnd`, below the new
 //!   window, so Reno continues in congestion avoidance exactly as if it had chosen the window
 //!   itself. Marks inside a reduction epoch (the RTT after an ECN cut, a loss, or a timeout)
 //!   change nothing but α.
@@ -206,22 +205,14 @@ impl Dctcp {
         self.window_end = self.acked_total.saturating_add(m.bytes_in_flight);
     }
 
-    /// The reduction on ECN marks: Reno's congestion event, then the window `cwnd·(1 − α/2)`.
-    /// Inside a reduction epoch Reno holds, and nothing changes.
+    /// The reduction on ECN marks: Reno's congestion event to the window `cwnd·(1 − α/2)`.
+    /// Inside a reduction epoch nothing changes.
     fn ecn_reduce(&mut self, m: &Measurement) {
-        let before = (self.reno.cwnd(), self.reno.ssthresh());
-        let target = f64::from(before.0) * (1.0 - self.alpha / 2.0);
-        self.reno.on_measurement(&Measurement {
-            now_us: m.now_us,
-            interval_us: m.interval_us,
-            lost_packets: 1,
-            mss: m.mss,
-            ..Measurement::default()
-        });
-        if (self.reno.cwnd(), self.reno.ssthresh()) != before {
-            self.reno.calibrate(Fused::Cwnd(
-                target.round().min(window::MAX_CWND as f64) as u32
-            ));
+        let target = f64::from(self.reno.cwnd()) * (1.0 - self.alpha / 2.0);
+        if self
+            .reno
+            .congestion_event(m, target.round().min(window::MAX_CWND as f64) as u64)
+        {
             self.ecn_cuts += 1;
         }
     }

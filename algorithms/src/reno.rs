@@ -187,6 +187,18 @@ impl Reno {
         self.ca_acked = 0;
     }
 
+    /// A congestion event signalled by other means than loss (DCTCP's ECN marks), in the report
+    /// `m`: outside a reduction epoch, reduce as on a loss (`ssthresh = beta·cwnd`) but to the
+    /// window `cwnd` (floored), and start the epoch. Returns whether it reduced.
+    pub fn congestion_event(&mut self, m: &Measurement, cwnd: u64) -> bool {
+        if !self.core.congestion_signal(m) {
+            return false;
+        }
+        self.on_loss();
+        self.adopt(cwnd.min(MAX_CWND));
+        true
+    }
+
     fn on_timeout(&mut self, repeated: bool) {
         if !repeated {
             self.ssthresh = self.reduced_ssthresh();

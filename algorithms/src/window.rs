@@ -183,6 +183,16 @@ impl WindowCore {
         }
     }
 
+    /// A congestion signal other than loss (e.g. ECN marks) in the report `m`: begins a
+    /// reduction epoch as a loss does, unless one is running; returns whether it began one.
+    pub fn congestion_signal(&mut self, m: &Measurement) -> bool {
+        if self.in_epoch(m.now_us) {
+            return false;
+        }
+        self.begin_epoch(m, true);
+        true
+    }
+
     /// The window `fused` stands for: a fused window as is, a fused rate times the last RTT
     /// (`None` before any RTT sample).
     pub fn fused_window<W: WindowBytes>(&self, fused: Fused) -> Option<W> {
