@@ -6,8 +6,8 @@
 //! Wall-clock time, one run at a time; needs root (namespaces, TUN devices).
 
 use super::udp::{
-    Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, tempdir, to_run_data,
-    wait_for_sender, wait_line,
+    Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, sender_command, tempdir,
+    to_run_data, wait_for_sender, wait_line,
 };
 use super::{BackendError, RunContext};
 use crate::data::RunData;
@@ -186,30 +186,15 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         Duration::from_secs(10),
     )?;
 
-    let mut cmd = Command::new(&udp_bin);
-    cmd.args(["send", "--to", &format!("{receiver}:{PORT}")])
-        .arg("--agent")
-        .arg(&agent_sock)
-        .arg("--socket")
-        .arg(sockdir.join("datapath.sock"))
-        .args(["--log-level", "warn"])
-        .args(["--backend", &r.udp.datapath])
-        .args(["--mss", &r.udp.mss.to_string()])
-        .args([
-            "--trace-interval",
-            &format!("{}us", r.udp.trace_interval_us),
-        ])
-        .arg("--json")
-        .arg(raw.join("send.json"));
-    for f in &flows {
-        cmd.args(["--flow", f]);
-    }
-    let args: Vec<String> = cmd
-        .get_args()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    std::fs::write(raw.join("send.args"), args.join(" ") + "\n")
-        .map_err(|e| BackendError::io(&raw.join("send.args"), e))?;
+    let mut cmd = sender_command(
+        &udp_bin,
+        &format!("{receiver}:{PORT}"),
+        &agent_sock,
+        &sockdir,
+        r,
+        &flows,
+        &raw,
+    )?;
     cmd.stdin(Stdio::null())
         .stdout(file(&raw.join("send.out"))?)
         .stderr(file(&raw.join("send.err"))?);

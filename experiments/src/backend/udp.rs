@@ -281,30 +281,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         recv_addr.clone()
     };
 
-    let mut cmd = Command::new(&udp_bin);
-    cmd.args(["send", "--to", &target])
-        .arg("--agent")
-        .arg(&agent_sock)
-        .arg("--socket")
-        .arg(sockdir.join("datapath.sock"))
-        .args(["--log-level", "warn"])
-        .args(["--backend", &r.udp.datapath])
-        .args(["--mss", &r.udp.mss.to_string()])
-        .args([
-            "--trace-interval",
-            &format!("{}us", r.udp.trace_interval_us),
-        ])
-        .arg("--json")
-        .arg(raw.join("send.json"));
-    for f in &flows {
-        cmd.args(["--flow", f]);
-    }
-    let args: Vec<String> = cmd
-        .get_args()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    std::fs::write(raw.join("send.args"), args.join(" ") + "\n")
-        .map_err(|e| BackendError::io(&raw.join("send.args"), e))?;
+    let mut cmd = sender_command(&udp_bin, &target, &agent_sock, &sockdir, r, &flows, &raw)?;
     let mut send = Proc::spawn(
         "ccp-udp send",
         cmd.stdout(file(&raw.join("send.out"))?)
@@ -415,6 +392,44 @@ pub(crate) fn to_run_data(
 }
 
 /// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
+/// The `ccp-udp send` command of a run (every flow of the recipe, the agent's socket, JSON
+/// summary into `raw`), with its arguments recorded in `raw/send.args`.
+pub(crate) fn sender_command(
+    udp_bin: &Path,
+    target: &str,
+    agent_sock: &Path,
+    sockdir: &Path,
+    r: &crate::recipe::Recipe,
+    flows: &[String],
+    raw: &Path,
+) -> Result<Command, BackendError> {
+    let mut cmd = Command::new(udp_bin);
+    cmd.args(["send", "--to", target])
+        .arg("--agent")
+        .arg(agent_sock)
+        .arg("--socket")
+        .arg(sockdir.join("datapath.sock"))
+        .args(["--log-level", "warn"])
+        .args(["--backend", &r.udp.datapath])
+        .args(["--mss", &r.udp.mss.to_string()])
+        .args([
+            "--trace-interval",
+            &format!("{}us", r.udp.trace_interval_us),
+        ])
+        .arg("--json")
+        .arg(raw.join("send.json"));
+    for f in flows {
+        cmd.args(["--flow", f]);
+    }
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    std::fs::write(raw.join("send.args"), args.join(" ") + "\n")
+        .map_err(|e| BackendError::io(&raw.join("send.args"), e))?;
+    Ok(cmd)
+}
+
 /// Wait for `ccp-udp send` to finish (updating the progress bar), within a limit derived from
 /// the recipe: its duration plus 30 s, or three times it plus 60 s when flows are sized. A
 /// failure carries the sender's stderr.
