@@ -163,4 +163,15 @@ pub trait Controller: Send {
 
     /// The controller's current pacing rate, bytes/s, if it paces.
     fn rate(&self) -> Option<u64>;
+
+    /// Take new parameters on a live flow (the agent's pricing changes a flow's class), keeping
+    /// the flow's state. `params` are a full set of this algorithm's parameters. Algorithms that
+    /// cannot change on the fly keep the default, which refuses.
+    fn set_params(&mut self, params: &crate::params::ParamSet) -> Result<(), String> {
+        let _ = params;
+        Err(format!(
+            "{} does not take parameter changes on a live flow",
+            self.name()
+        ))
+    }
 }

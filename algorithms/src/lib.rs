@@ -10,6 +10,7 @@
 //! - [`dctcp`], [`ledbat`], [`timely`]: the datacenter and background baselines (ECN fraction,
 //!   delay target, RTT gradient).
 //! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it.
+//! - [`paccp`]: price-aware Reno with per-flow (θ, ω) classes (BE, DS, MRG).
 //! - [`agent`]: rules, IPC and the runtime of the `ccp-agent` binary.
 
 pub mod adapter;
@@ -23,6 +24,7 @@ pub mod dctcp;
 pub mod filters;
 pub mod ledbat;
 pub mod mi;
+pub mod paccp;
 pub mod params;
 pub mod program;
 pub mod registry;
