@@ -5,9 +5,12 @@
 //! and the name the flow asked for), the name in its Create message, the agent's default.
 //! Parameters come from the algorithm's defaults, overridden by agent flags, overridden by the
 //! rule, or, for a flow chosen by name, by the parameters it asked for (`cubic:beta=0.8`).
-//! Rules reload on SIGHUP; a bad file is refused and the old rules stay.
+//! Rules reload on SIGHUP; a bad file is refused and the old rules stay. With a pricing policy
+//! ([`pricing`]) the (θ, ω) class of service of every priced flow comes from the operator's
+//! policy and its run-time changes, and the agent keeps bills per VM and per flow.
 
 pub mod ipc;
+pub mod pricing;
 pub mod rules;
 
 use crate::adapter::{ControlledFlow, FlowCounters, TimeSource};
@@ -46,6 +49,8 @@ pub struct AgentCore {
     alg_counts: RwLock<HashMap<&'static str, u64>>,
     /// A report period imposed on every flow (`--report`), else each controller chooses.
     report: Option<ReportPeriod>,
+    /// Classes of service and bills of priced flows (`--pricing`).
+    pricing: Option<Arc<pricing::Pricing>>,
 }
 
 impl AgentCore {
@@ -67,7 +72,19 @@ impl AgentCore {
             time,
             alg_counts: RwLock::new(HashMap::new()),
             report: None,
+            pricing: None,
         }
+    }
+
+    /// Price flows by `pricing` (classes of service per VM and flow, bills).
+    pub fn with_pricing(mut self, pricing: Arc<pricing::Pricing>) -> Self {
+        self.pricing = Some(pricing);
+        self
+    }
+
+    /// The pricing, if the agent prices flows.
+    pub fn pricing(&self) -> Option<&Arc<pricing::Pricing>> {
+        self.pricing.as_ref()
     }
 
     /// Impose one report period on every flow (per ACK, per RTT or a fixed period).
@@ -224,7 +241,14 @@ impl<I: Ipc> CongAlg<I> for Pool {
         if let Ok(mut c) = core.alg_counts.write() {
             *c.entry(spec.name).or_default() += 1;
         }
-        let ctl = (spec.build)(&params);
+        let (params, priced) = match &core.pricing {
+            Some(p) => p.flow_created(&key, spec, params),
+            None => (params, None),
+        };
+        let mut ctl = (spec.build)(&params);
+        if let Some(ticket) = priced {
+            ctl = ticket.wrap(ctl);
+        }
         ControlledFlow::start(
             ctl,
             control,

@@ -36,7 +36,7 @@ pub struct Prefix {
 }
 
 impl Prefix {
-    fn contains(&self, ip: u32) -> bool {
+    pub(crate) fn contains(&self, ip: u32) -> bool {
         if self.len == 0 {
             return true;
         }
@@ -44,7 +44,7 @@ impl Prefix {
         ip & mask == self.addr & mask
     }
 
-    fn parse(s: &str) -> Result<Prefix, String> {
+    pub(crate) fn parse(s: &str) -> Result<Prefix, String> {
         let (a, len) = match s.split_once('/') {
             Some((a, l)) => {
                 let len: u8 = l
@@ -309,7 +309,7 @@ fn parse_rule(
 }
 
 /// One scalar or a list of scalars, each converted by `f`.
-fn one_or_many<T>(
+pub(crate) fn one_or_many<T>(
     doc: &Document,
     node: &Node,
     path: &str,
@@ -365,7 +365,7 @@ fn parse_port_range(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
-fn parse_match(doc: &Document, node: &Node, path: &str) -> Result<Match, Vec<ConfigError>> {
+pub(crate) fn parse_match(doc: &Document, node: &Node, path: &str) -> Result<Match, Vec<ConfigError>> {
     let mut errs = vec![];
     if matches!(node.value, crate::config::Value::Null) {
         return Ok(Match::default());
