@@ -5,6 +5,7 @@ use anyhow::{Context, Result, bail};
 use ccp_algorithms::ReportPeriod;
 use ccp_algorithms::adapter::{TimeSource, WallTime};
 use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
+use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
 use ccp_algorithms::params::ParamSet;
@@ -82,6 +83,19 @@ struct Cli {
     /// algorithm chooses; most report once per smoothed RTT)
     #[arg(long, value_parser = parse_report)]
     report: Option<ReportPeriod>,
+
+    /// Pricing policy (YAML): classes of service (theta, omega) of priced flows (paccp) by VM and
+    /// flow, VBP or FBP, and the price constants; the agent keeps bills per VM and flow
+    #[arg(long)]
+    pricing: Option<PathBuf>,
+
+    /// Write the bills as JSON to this file when the agent stops (with --pricing)
+    #[arg(long)]
+    bill: Option<PathBuf>,
+
+    /// Control socket (unix stream) for run-time commands: `ccp-agent ctl --ctl PATH ...`
+    #[arg(long)]
+    ctl: Option<PathBuf>,
 }
 
 fn parse_report(s: &str) -> Result<ReportPeriod, String> {
@@ -100,6 +114,75 @@ enum Command {
     Algorithms,
     /// Check a rule file and exit (non-zero with file:line:col messages if it is bad)
     CheckRules { file: PathBuf },
+    /// Check a pricing policy and exit
+    CheckPricing { file: PathBuf },
+    /// Send a command to a running agent's control socket and print its answer, e.g.
+    /// `set-class 10.0.0.1:40000 ds --weight 2`, `set-class RULE mrg --theta 1gbit`,
+    /// `set-class vm:NAME be`, or `bill`
+    Ctl {
+        /// The agent's control socket (its --ctl)
+        #[arg(long = "ctl", default_value = "/tmp/ccp/agent.ctl")]
+        socket: PathBuf,
+        /// The command and its arguments
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+/// Send one command line to the control socket at `path`; returns the agent's answer.
+fn ctl_send(path: &PathBuf, command: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(path)
+        .with_context(|| format!("cannot reach the agent's control socket {}", path.display()))?;
+    s.write_all(command.as_bytes())?;
+    s.write_all(b"\n")?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Serve the control socket: one command line per connection, one answer (`ok ...`, `error:
+/// ...`, or the bill's JSON).
+fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    if path.exists() {
+        std::fs::remove_file(path).ok();
+    }
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).ok();
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot bind the control socket {}", path.display()))?;
+    info!(ctl = %path.display(), "control socket listening");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut line = String::new();
+            if BufReader::new(&conn).read_line(&mut line).is_err() {
+                continue;
+            }
+            let answer = match core.pricing() {
+                None => "error: the agent has no pricing policy (--pricing)".to_string(),
+                Some(p) => match p.command(line.trim()) {
+                    Ok(a) => {
+                        info!(command = line.trim(), "control command");
+                        if a.starts_with('{') {
+                            a
+                        } else {
+                            format!("ok {a}")
+                        }
+                    }
+                    Err(e) => format!("error: {e}"),
+                },
+            };
+            let _ = conn.write_all(answer.as_bytes());
+            let _ = conn.write_all(b"\n");
+        }
+    });
+    Ok(())
 }
 
 /// Rewrite `--ALG.KEY=V` and `--ALG.KEY V` into `--param ALG.KEY=V`.
@@ -209,6 +292,24 @@ fn main() -> Result<()> {
             println!("{}: {} rules, all valid", file.display(), r.rules.len());
             return Ok(());
         }
+        Some(Command::CheckPricing { file }) => {
+            let p = PricingPolicy::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "{}: {} VMs, {} flow classes, all valid",
+                file.display(),
+                p.vms.len(),
+                p.flows.len()
+            );
+            return Ok(());
+        }
+        Some(Command::Ctl { socket, command }) => {
+            let answer = ctl_send(socket, &command.join(" "))?;
+            print!("{answer}");
+            if answer.starts_with("error:") {
+                std::process::exit(1);
+            }
+            return Ok(());
+        }
         None => {}
     }
     init_logs(&cli);
@@ -226,10 +327,21 @@ fn main() -> Result<()> {
         "ccp-agent starting"
     );
     let time: Arc<dyn TimeSource> = Arc::new(WallTime::default());
-    let core = Arc::new(
-        AgentCore::new(default_alg, base, rules, cli.rules.clone(), time)
-            .with_report_period(cli.report),
-    );
+    let mut core = AgentCore::new(default_alg, base, rules, cli.rules.clone(), time.clone())
+        .with_report_period(cli.report);
+    if let Some(path) = &cli.pricing {
+        let policy = PricingPolicy::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        info!(
+            vms = policy.vms.len(),
+            flow_classes = policy.flows.len(),
+            "pricing policy loaded"
+        );
+        core = core.with_pricing(Arc::new(Pricing::new(policy, time)));
+    }
+    let core = Arc::new(core);
+    if let Some(path) = &cli.ctl {
+        serve_ctl(path, core.clone())?;
+    }
     let stop = Arc::new(AtomicBool::new(true));
 
     let mut signals = signal_hook::iterator::Signals::new([
@@ -280,6 +392,19 @@ fn main() -> Result<()> {
         && let Err(e) = write_stats(p, &core)
     {
         error!(error = %e, "could not write stats");
+    }
+    if let (Some(path), Some(p)) = (&cli.bill, core.pricing()) {
+        let tmp = path.with_extension("tmp");
+        let written = serde_json::to_vec_pretty(&p.bill())
+            .map_err(anyhow::Error::from)
+            .and_then(|b| std::fs::write(&tmp, b).map_err(anyhow::Error::from))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from));
+        if let Err(e) = written {
+            error!(error = %e, "could not write the bill");
+        }
+    }
+    if let Some(path) = &cli.ctl {
+        std::fs::remove_file(path).ok();
     }
     if !stop.load(Ordering::SeqCst) {
         info!("ccp-agent stopped");
