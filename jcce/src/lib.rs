@@ -1,0 +1,26 @@
+//! JCCE, the JointCloud Collaboration Environment's aggregation service for Vivace-Distributed.
+//!
+//! Every Vivace-Distributed flow publishes its delivered throughput once per monitor interval
+//! (MI) under a group id; JCCE answers with the group's aggregate `T_avg` (the mean over the
+//! group's live members, paper §5.1 eq. 16) and the member count `n`, never another member's
+//! value. One JCCE process serves every agent of a JointCloud, across hosts.
+//!
+//! * [`core`]: the pure, deterministic aggregation core (time is an argument). The simulator
+//!   embeds it directly, adding its own simulated latency.
+//! * [`wire`]: the datagram format, HMAC-SHA256 authentication and replay protection.
+//! * [`server`]: the tokio UDP service (`jcce serve`) and its metrics.
+//! * [`client`]: the agent's non-blocking client (publish and read from a synchronous callback).
+//! * [`bench`]: the load generator behind `jcce bench`.
+//!
+//! See README.md in this crate for the protocol and the privacy notes.
+
+pub mod bench;
+pub mod client;
+pub mod core;
+pub mod server;
+pub mod wire;
+
+pub use client::{Client, ClientConfig, GroupAggregate, Member, Reachability};
+pub use core::{Aggregate, Applied, Core, CoreConfig, Micros, Outcome};
+pub use server::{Metrics, Server, Service, ServiceConfig};
+pub use wire::Key;
