@@ -586,3 +586,67 @@ impl Background {
         c.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(capacity: usize) -> Shared {
+        Shared {
+            queue: ArrayQueue::new(capacity),
+            pending: AtomicBool::new(false),
+            notify: Notify::new(),
+            stop: AtomicBool::new(false),
+            state: AtomicU8::new(0),
+            slots: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn entry(mi: u64) -> UpdateEntry {
+        UpdateEntry {
+            op: Op::Publish,
+            group: 1,
+            member: 1,
+            mi,
+            value: mi,
+        }
+    }
+
+    #[test]
+    fn full_queue_drops_the_oldest_and_counts() {
+        let s = shared(4);
+        for mi in 1..=10 {
+            s.enqueue(entry(mi));
+        }
+        assert_eq!(s.counters.queued.load(Ordering::Relaxed), 10);
+        assert_eq!(s.counters.dropped.load(Ordering::Relaxed), 6);
+        let left: Vec<u64> = std::iter::from_fn(|| s.queue.pop()).map(|e| e.mi).collect();
+        assert_eq!(left, vec![7, 8, 9, 10]);
+    }
+
+    /// A reader racing the writer never sees a torn slot: every read is one written tuple.
+    #[test]
+    fn slot_reads_are_never_torn() {
+        let slot = Arc::new(Slot::default());
+        assert!(slot.read().is_none());
+        let w = slot.clone();
+        let writer = std::thread::spawn(move || {
+            for i in 1..=200_000u64 {
+                w.write(i as u32, Some(i as f64 * 2.0), i * 3, i * 4);
+            }
+        });
+        let mut reads = 0;
+        while !writer.is_finished() || reads == 0 {
+            if let Some((n, mean, mi, at)) = slot.read() {
+                let i = n as u64;
+                assert_eq!((mean, mi, at), (Some(i as f64 * 2.0), i * 3, i * 4));
+                reads += 1;
+            }
+        }
+        writer.join().unwrap();
+        slot.write(5, None, 1, 2);
+        assert_eq!(slot.read(), Some((5, None, 1, 2)));
+    }
+}
