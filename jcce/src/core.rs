@@ -135,7 +135,8 @@ pub struct CoreStats {
 const NIL: u32 = u32::MAX;
 
 struct Member {
-    group: u64,
+    /// Slot of its group in `Core::groups`.
+    group: u32,
     id: u64,
     last_update: Micros,
     last_mi: u64,
@@ -147,11 +148,10 @@ struct Member {
     /// Neighbours in the group's list, ordered by `last_update` (oldest at `head`).
     prev: u32,
     next: u32,
-    live: bool,
 }
 
-#[derive(Clone, Copy)]
 struct Group {
+    id: u64,
     sum: u128,
     n: u32,
     head: u32,
@@ -188,15 +188,20 @@ impl Hasher for MixHasher {
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
 
 /// The aggregation core. See the module documentation for the definitions.
+///
+/// Members and groups live in slabs (vectors with free lists) and refer to each other by slot;
+/// each group keeps its members in a list ordered by last publication, so expiry pops from the
+/// front and every operation is O(1) amortised.
 pub struct Core {
     cfg: CoreConfig,
     /// lcm(1..=W): scales a window mean to an integer.
     scale: u128,
-    groups: Map<u64, Group>,
+    group_index: Map<u64, u32>,
+    groups: Vec<Group>,
+    free_groups: Vec<u32>,
     index: Map<(u64, u64), u32>,
     members: Vec<Member>,
     free: Vec<u32>,
-    live: usize,
     now: Micros,
     stats: CoreStats,
 }
@@ -221,11 +226,12 @@ impl Core {
         Ok(Core {
             cfg,
             scale,
-            groups: Map::default(),
+            group_index: Map::default(),
+            groups: Vec::new(),
+            free_groups: Vec::new(),
             index: Map::default(),
             members: Vec::new(),
             free: Vec::new(),
-            live: 0,
             now: 0,
             stats: CoreStats::default(),
         })
@@ -244,12 +250,12 @@ impl Core {
     /// Live members over all groups (members whose expiry has not been noticed yet by a
     /// [`Core::sweep`] or an access to their group are included).
     pub fn members(&self) -> usize {
-        self.live
+        self.index.len()
     }
 
     /// Groups with at least one member (same caveat as [`Core::members`]).
     pub fn groups(&self) -> usize {
-        self.groups.len()
+        self.group_index.len()
     }
 
     /// Time never goes backwards inside the core: an earlier `now` is taken as the latest seen.
@@ -270,57 +276,62 @@ impl Core {
         value: u64,
     ) -> Outcome {
         let now = self.advance(now);
-        self.expire_group(group, now);
-        let applied = match self.index.get(&(group, member)) {
-            Some(&slot) => {
+        let g = self.live_group(group, now);
+        let (applied, g) = match self.index.get(&(group, member)).copied() {
+            Some(slot) => {
                 if mi <= self.members[slot as usize].last_mi {
                     self.stats.stale += 1;
-                    Applied::Stale
+                    (Applied::Stale, g)
                 } else {
                     self.update(slot, now, mi, value);
                     self.stats.accepted += 1;
-                    Applied::Accepted
+                    (Applied::Accepted, g)
                 }
             }
-            None if self.live >= self.cfg.max_members => {
+            None if self.index.len() >= self.cfg.max_members => {
                 self.stats.refused_full += 1;
-                Applied::Full
+                (Applied::Full, g)
             }
             None => {
-                self.insert(now, group, member, mi, value);
+                let g = match g {
+                    Some(g) => g,
+                    None => self.new_group(group),
+                };
+                self.insert(g, now, member, mi, value);
                 self.stats.accepted += 1;
-                Applied::Accepted
+                (Applied::Accepted, Some(g))
             }
         };
         Outcome {
             applied,
-            aggregate: self.current(group),
+            aggregate: self.current(g),
         }
     }
 
     /// Member `member` leaves group `group` now (e.g. its flow ended).
     pub fn leave(&mut self, now: Micros, group: u64, member: u64) -> Outcome {
         let now = self.advance(now);
-        self.expire_group(group, now);
-        let applied = match self.index.get(&(group, member)) {
-            Some(&slot) => {
+        let _ = self.live_group(group, now);
+        let applied = match self.index.get(&(group, member)).copied() {
+            Some(slot) => {
                 self.remove(slot);
                 self.stats.left += 1;
                 Applied::Left
             }
             None => Applied::NotMember,
         };
+        let g = self.group_index.get(&group).copied();
         Outcome {
             applied,
-            aggregate: self.current(group),
+            aggregate: self.current(g),
         }
     }
 
     /// The aggregate of `group` at time `now`, without publishing.
     pub fn aggregate(&mut self, now: Micros, group: u64) -> Aggregate {
         let now = self.advance(now);
-        self.expire_group(group, now);
-        self.current(group)
+        let g = self.live_group(group, now);
+        self.current(g)
     }
 
     /// Expire the members of every group that timed out by `now` and forget empty groups.
@@ -329,17 +340,18 @@ impl Core {
     pub fn sweep(&mut self, now: Micros) -> usize {
         let now = self.advance(now);
         let before = self.stats.expired;
-        let ids: Vec<u64> = self.groups.keys().copied().collect();
-        for g in ids {
-            self.expire_group(g, now);
+        let slots: Vec<u32> = self.group_index.values().copied().collect();
+        for g in slots {
+            self.expire(g, now);
         }
         (self.stats.expired - before) as usize
     }
 
-    fn current(&self, group: u64) -> Aggregate {
-        let Some(g) = self.groups.get(&group) else {
+    fn current(&self, g: Option<u32>) -> Aggregate {
+        let Some(g) = g else {
             return Aggregate { n: 0, mean: None };
         };
+        let g = &self.groups[g as usize];
         let released = g.n > 0 && g.n >= self.cfg.min_group;
         Aggregate {
             n: g.n,
@@ -347,11 +359,15 @@ impl Core {
         }
     }
 
-    fn expire_group(&mut self, group: u64, now: Micros) {
-        let Some(g) = self.groups.get(&group) else {
-            return;
-        };
-        let mut head = g.head;
+    /// The slot of `group` after expiring its timed-out members; None if it has no member.
+    fn live_group(&mut self, group: u64, now: Micros) -> Option<u32> {
+        let g = *self.group_index.get(&group)?;
+        self.expire(g, now);
+        (self.groups[g as usize].n > 0).then_some(g)
+    }
+
+    fn expire(&mut self, g: u32, now: Micros) {
+        let mut head = self.groups[g as usize].head;
         while head != NIL {
             let m = &self.members[head as usize];
             if m.last_update.saturating_add(self.cfg.member_timeout_us) > now {
@@ -364,12 +380,31 @@ impl Core {
         }
     }
 
-    fn contribution(&self, m: &Member) -> u128 {
-        m.window_sum * (self.scale / m.window.len() as u128)
+    fn new_group(&mut self, id: u64) -> u32 {
+        let group = Group {
+            id,
+            sum: 0,
+            n: 0,
+            head: NIL,
+            tail: NIL,
+        };
+        let g = match self.free_groups.pop() {
+            Some(g) => {
+                self.groups[g as usize] = group;
+                g
+            }
+            None => {
+                self.groups.push(group);
+                (self.groups.len() - 1) as u32
+            }
+        };
+        self.group_index.insert(id, g);
+        g
     }
 
     fn update(&mut self, slot: u32, now: Micros, mi: u64, value: u64) {
         let w = self.cfg.window_mis as u64;
+        let scale = self.scale;
         let m = &mut self.members[slot as usize];
         while let Some(&(old_mi, old_v)) = m.window.front() {
             if old_mi + w > mi {
@@ -383,83 +418,65 @@ impl Core {
         m.last_mi = mi;
         m.last_update = now;
         let old = m.contribution;
-        let new = m.window_sum * (self.scale / m.window.len() as u128);
-        self.members[slot as usize].contribution = new;
-        let group = self.members[slot as usize].group;
-        let g = self
-            .groups
-            .get_mut(&group)
-            .expect("a member's group exists");
+        let new = m.window_sum * (scale / m.window.len() as u128);
+        m.contribution = new;
+        let g = &mut self.groups[m.group as usize];
         g.sum = g.sum - old + new;
         self.unlink(slot);
         self.push_back(slot);
     }
 
-    fn insert(&mut self, now: Micros, group: u64, member: u64, mi: u64, value: u64) {
+    fn insert(&mut self, g: u32, now: Micros, member: u64, mi: u64, value: u64) {
+        let mut window = VecDeque::with_capacity(self.cfg.window_mis as usize);
+        window.push_back((mi, value));
+        let contribution = value as u128 * self.scale;
+        let m = Member {
+            group: g,
+            id: member,
+            last_update: now,
+            last_mi: mi,
+            window,
+            window_sum: value as u128,
+            contribution,
+            prev: NIL,
+            next: NIL,
+        };
         let slot = match self.free.pop() {
-            Some(s) => s,
+            Some(s) => {
+                self.members[s as usize] = m;
+                s
+            }
             None => {
-                self.members.push(Member {
-                    group: 0,
-                    id: 0,
-                    last_update: 0,
-                    last_mi: 0,
-                    window: VecDeque::with_capacity(self.cfg.window_mis as usize),
-                    window_sum: 0,
-                    contribution: 0,
-                    prev: NIL,
-                    next: NIL,
-                    live: false,
-                });
+                self.members.push(m);
                 (self.members.len() - 1) as u32
             }
         };
-        let m = &mut self.members[slot as usize];
-        m.group = group;
-        m.id = member;
-        m.last_update = now;
-        m.last_mi = mi;
-        m.window.clear();
-        m.window.push_back((mi, value));
-        m.window_sum = value as u128;
-        m.live = true;
-        let contribution = self.contribution(&self.members[slot as usize]);
-        self.members[slot as usize].contribution = contribution;
-        let g = self.groups.entry(group).or_insert(Group {
-            sum: 0,
-            n: 0,
-            head: NIL,
-            tail: NIL,
-        });
-        g.sum += contribution;
-        g.n += 1;
-        self.index.insert((group, member), slot);
-        self.live += 1;
+        let grp = &mut self.groups[g as usize];
+        grp.sum += contribution;
+        grp.n += 1;
+        let id = grp.id;
+        self.index.insert((id, member), slot);
         self.push_back(slot);
     }
 
     fn remove(&mut self, slot: u32) {
         self.unlink(slot);
-        let m = &mut self.members[slot as usize];
-        debug_assert!(m.live);
-        m.live = false;
-        let (group, id, contribution) = (m.group, m.id, m.contribution);
-        self.index.remove(&(group, id));
+        let m = &self.members[slot as usize];
+        let (g, id, contribution) = (m.group, m.id, m.contribution);
+        let grp = &mut self.groups[g as usize];
+        grp.sum -= contribution;
+        grp.n -= 1;
+        let (gid, empty) = (grp.id, grp.n == 0);
+        self.index.remove(&(gid, id));
         self.free.push(slot);
-        self.live -= 1;
-        let g = self
-            .groups
-            .get_mut(&group)
-            .expect("a member's group exists");
-        g.sum -= contribution;
-        g.n -= 1;
-        if g.n == 0 {
-            self.groups.remove(&group);
+        if empty {
+            self.group_index.remove(&gid);
+            self.free_groups.push(g);
         }
     }
 
     fn unlink(&mut self, slot: u32) {
-        let (prev, next, group) = {
+        let (prev, next, g) = {
             let m = &self.members[slot as usize];
             (m.prev, m.next, m.group)
         };
@@ -469,15 +486,12 @@ impl Core {
         if next != NIL {
             self.members[next as usize].prev = prev;
         }
-        let g = self
-            .groups
-            .get_mut(&group)
-            .expect("a member's group exists");
-        if g.head == slot {
-            g.head = next;
+        let grp = &mut self.groups[g as usize];
+        if grp.head == slot {
+            grp.head = next;
         }
-        if g.tail == slot {
-            g.tail = prev;
+        if grp.tail == slot {
+            grp.tail = prev;
         }
         let m = &mut self.members[slot as usize];
         m.prev = NIL;
@@ -485,15 +499,12 @@ impl Core {
     }
 
     fn push_back(&mut self, slot: u32) {
-        let group = self.members[slot as usize].group;
-        let g = self
-            .groups
-            .get_mut(&group)
-            .expect("a member's group exists");
-        let tail = g.tail;
-        g.tail = slot;
-        if g.head == NIL {
-            g.head = slot;
+        let g = self.members[slot as usize].group;
+        let grp = &mut self.groups[g as usize];
+        let tail = grp.tail;
+        grp.tail = slot;
+        if grp.head == NIL {
+            grp.head = slot;
         }
         if tail != NIL {
             self.members[tail as usize].next = slot;
