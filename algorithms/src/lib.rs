@@ -11,6 +11,7 @@
 //!   delay target, RTT gradient).
 //! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it.
 //! - [`paccp`]: price-aware Reno with per-flow (θ, ω) classes (BE, DS, MRG).
+//! - [`rtcp`]: Regulated TCP (counter H, desired rate, delay-regulated window).
 //! - [`agent`]: rules, IPC and the runtime of the `ccp-agent` binary.
 
 pub mod adapter;
@@ -29,6 +30,7 @@ pub mod params;
 pub mod program;
 pub mod registry;
 pub mod reno;
+pub mod rtcp;
 pub mod timely;
 pub mod vegas;
 pub mod vivace;

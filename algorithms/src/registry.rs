@@ -62,6 +62,7 @@ static ALL: &[AlgorithmSpec] = &[
     crate::vivace::SPEC,
     crate::bbr::SPEC,
     crate::copa::SPEC,
+    crate::rtcp::SPEC,
     crate::paccp::SPEC,
 ];
 
