@@ -460,6 +460,7 @@ mod tests {
                 seg: 0,
                 payload: size,
                 last: false,
+                sent_ns: 0,
             }),
         }
     }

@@ -31,6 +31,8 @@ pub struct DataHdr {
     pub payload: u32,
     /// The flow's last segment.
     pub last: bool,
+    /// When the sender put the packet into its host's NIC queue, ns (for one-way delays).
+    pub sent_ns: u64,
 }
 
 /// Transport fields of an ACK.

@@ -7,7 +7,7 @@ use crate::error::SimError;
 use crate::ipc::SimIpc;
 use crate::scenario::{Scenario, WorkloadSpec};
 use crate::sim::{RunCounters, World};
-use crate::stats::{FlowRecord, FlowSample, QueueRecord, QueueSample};
+use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
 use ccp_algorithms::agent::ipc::Screened;
@@ -50,9 +50,22 @@ pub struct SimResult {
     /// Names of every port, indexed as `QueueSample::queue`.
     pub port_names: Vec<String>,
     pub queue_series: Vec<QueueSample>,
+    /// Per-packet one-way delay, ns, by flow class ("" for flows without one): from the moment
+    /// the sender puts a data packet into its host's NIC queue to its arrival at the receiver
+    /// (queueing, serialization and propagation on every hop), every data packet that arrives.
+    pub owd: BTreeMap<String, Histogram>,
 }
 
 impl SimResult {
+    /// The one-way delays of every class together.
+    pub fn owd_all(&self) -> Histogram {
+        let mut all = Histogram::new();
+        for h in self.owd.values() {
+            all.merge(h);
+        }
+        all
+    }
+
     /// The record of queue `name`.
     pub fn queue(&self, name: &str) -> Option<&QueueRecord> {
         self.queues.iter().find(|q| q.name == name)
@@ -173,5 +186,6 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
         queues: out.queues,
         port_names: out.queue_names,
         queue_series: out.queue_series,
+        owd: out.owd,
     })
 }

@@ -13,7 +13,7 @@ use crate::event::{Event, EventQueue};
 use crate::link::{Limit, Offer, Port, PortCfg, QueueCfg, RedCfg};
 use crate::packet::{AckHdr, Body, DataHdr, Ecn, Packet};
 use crate::scenario::{Amount, LinkSpec, Scenario, SeriesFlows, WorkloadSpec};
-use crate::stats::{FlowRecord, FlowSample, QueueRecord, QueueSample};
+use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::{VirtualClock, tx_time_ns};
 use crate::topology::{Topology, mix64};
 use crate::trace::Trace;
@@ -171,6 +171,8 @@ pub struct WorldOutput {
     pub queue_names: Vec<String>,
     pub queue_series: Vec<QueueSample>,
     pub finished: bool,
+    /// Per-packet one-way delay by flow class (see `World::owd`).
+    pub owd: BTreeMap<String, Histogram>,
 }
 
 /// The simulated network.
@@ -213,6 +215,9 @@ pub struct World {
     sized_open: u64,
     gens_active: u32,
     done: bool,
+    /// Per-packet one-way delay, ns, from the sender's NIC queue to the receiver, of every data
+    /// packet that arrives (retransmissions and duplicates too), by flow class.
+    owd: Vec<(String, Histogram)>,
     finished: bool,
 }
 
@@ -390,6 +395,7 @@ impl World {
             gens_active: 0,
             done: false,
             finished: false,
+            owd: Vec::new(),
         };
         // Flows of the list.
         for (i, f) in s.flows.iter().enumerate() {
@@ -763,6 +769,15 @@ impl World {
         let Some(rx) = flow.rx.as_mut() else {
             return;
         };
+        let delay = now.saturating_sub(h.sent_ns);
+        match self.owd.iter_mut().find(|(c, _)| *c == flow.class) {
+            Some((_, hist)) => hist.record(delay),
+            None => {
+                let mut hist = Histogram::new();
+                hist.record(delay);
+                self.owd.push((flow.class.clone(), hist));
+            }
+        }
         let out = rx.on_data(now, &h, pkt.ecn == Ecn::Ce);
         if let Some(t) = out.timer {
             flow.ack_timer_at = t;
@@ -1281,6 +1296,7 @@ impl World {
             queue_names: self.ports.iter().map(|p| p.name.clone()).collect(),
             queue_series: std::mem::take(&mut self.queue_series),
             finished: self.finished,
+            owd: std::mem::take(&mut self.owd).into_iter().collect(),
         }
     }
 }

@@ -102,6 +102,25 @@ impl Histogram {
         self.max
     }
 
+    /// Add every value of `other`.
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.n == 0 {
+            return;
+        }
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        if self.n == 0 || other.min < self.min {
+            self.min = other.min;
+        }
+        self.max = self.max.max(other.max);
+        self.n += other.n;
+        self.sum += other.sum;
+    }
+
     /// Non-empty buckets as `(low, high, count)`, low inclusive, high exclusive.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         self.counts
@@ -251,5 +270,23 @@ mod tests {
         assert!((500_000..=540_000).contains(&p50), "{p50}");
         assert_eq!(h.quantile(1.0), 1_000_000);
         assert_eq!(h.buckets().map(|b| b.2).sum::<u64>(), 1000);
+    }
+
+    #[test]
+    fn merged_histograms_hold_both() {
+        let (mut a, mut b, mut both) = (Histogram::new(), Histogram::new(), Histogram::new());
+        for v in 1..=500u64 {
+            a.record(v * 7);
+            both.record(v * 7);
+        }
+        for v in 1..=300u64 {
+            b.record(v * 1000 + 3);
+            both.record(v * 1000 + 3);
+        }
+        let mut m = Histogram::new();
+        m.merge(&a);
+        m.merge(&Histogram::new());
+        m.merge(&b);
+        assert_eq!(m, both);
     }
 }

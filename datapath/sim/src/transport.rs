@@ -423,6 +423,7 @@ impl Sender {
                     seg,
                     payload,
                     last: self.total_segs == Some(seg + 1),
+                    sent_ns: now,
                 },
                 wire,
             });
@@ -1011,6 +1012,7 @@ mod tests {
             seg,
             payload: 100,
             last: false,
+            sent_ns: 0,
         };
         assert_eq!(r.on_data(0, &d(0, 0), false).timer, Some(500));
         let a = r.on_data(1, &d(1, 1), false).ack.unwrap();
