@@ -1,7 +1,8 @@
 //! BBR v1 (Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 2016;
 //! draft-cardwell-iccrg-bbr-congestion-control-00) as a CCP algorithm: a model of the path — the
 //! bottleneck bandwidth `BtlBw` and the round-trip propagation time `RTprop` — from which the pacing
-//! rate (`pacing_gain · BtlBw`) and a window cap (`cwnd_gain · BtlBw · RTprop`) follow.
+//! rate (`pacing_gain · BtlBw`, less Linux's 1 % pacing margin) and a window cap
+//! (`cwnd_gain · BtlBw · RTprop`) follow.
 //!
 //! # The algorithm as built
 //!
@@ -48,9 +49,22 @@
 //!   restores the window to at least the saved one and returns to ProbeBW (pipe full) or Startup.
 //!
 //! **Control** (Rate mode: the pacing rate leads, the window only caps the data in flight):
-//! - pacing rate = `pacing_gain · BtlBw`; while the pipe is not yet full it never decreases. Before
-//!   any bandwidth sample it is `startup-gain · init-cwnd / 1 ms`, then `startup-gain · init-cwnd /
-//!   RTT` from the first RTT sample (Linux's `bbr_init_pacing_rate_from_rtt`).
+//! - pacing rate = `(1 − pacing-margin) · pacing_gain · BtlBw`; while the pipe is not yet full it
+//!   never decreases. Before any bandwidth sample it is `startup-gain · init-cwnd / 1 ms`, then
+//!   `startup-gain · init-cwnd / RTT` from the first RTT sample (Linux's
+//!   `bbr_init_pacing_rate_from_rtt`), both less the margin too (as Linux's `bbr_rate_bytes_per_sec`
+//!   applies it to every rate).
+//! - the pacing margin (`pacing-margin`, 1 %, Linux's `bbr_pacing_margin_percent`; not in
+//!   draft-00): `BtlBw` is a *max* over noisy samples, so on a real path it lands a little above
+//!   the bottleneck rate, and a flow pacing at gain 1 on it queues the excess for ever: draft-00
+//!   has nothing that drains a standing queue between ProbeRTTs (the 0.75 phase only takes back
+//!   what the 1.25 phase added). On the emulator (50 Mbit/s, 20 ms, `ccp-udp`) our `BtlBw` sat
+//!   0.2–0.6 % above the link's payload rate, the queue grew by 2–3 ms/s and stood at 10–15 ms
+//!   (0.5–0.7 RTT) until the 2-BDP window capped it; the kernel's BBR, whose estimate runs 0.2–2 %
+//!   high on the same link, paces 1 % below it. With the margin the gain-1 phases pace just under
+//!   the link rate, the queue the 1.25 phase builds drains, and the samples of the 1.25 phase still
+//!   keep `BtlBw` at the link rate (`tests/tests/emu_baselines.rs`). In the simulator, whose
+//!   samples are exact, it costs about 0.4 % of utilisation. `pacing-margin=0` is draft-00.
 //! - window (the draft's core cwnd adjustment): target = `inflight(cwnd_gain)`; with a full pipe
 //!   `cwnd = min(cwnd + acked, target)`, before it `cwnd += acked` while below the target (or while
 //!   less than the initial window has been delivered); never below `min-pipe-cwnd`; at most
@@ -178,6 +192,13 @@ pub const PARAMS: &[ParamSpec] = &[
         source: "draft-cardwell-iccrg-bbr-congestion-control-00 (3 rounds)",
     },
     ParamSpec {
+        key: "pacing-margin",
+        unit: Unit::Number,
+        default: 0.01,
+        help: "fraction by which every pacing rate stays below gain x rate (0: the draft's rate)",
+        source: "Linux tcp_bbr.c (bbr_pacing_margin_percent = 1, since Linux 4.20); draft-00 has none",
+    },
+    ParamSpec {
         key: "reports-per-rtt",
         unit: Unit::Count,
         default: 4.0,
@@ -226,6 +247,8 @@ pub struct BbrConfig {
     pub full_bw_growth: f64,
     /// Full-pipe plateau rounds (≥ 1).
     pub full_bw_rounds: u32,
+    /// Pacing margin: every pacing rate is `1 − pacing_margin` of gain × rate (0 ≤ · ≤ 0.5).
+    pub pacing_margin: f64,
     /// Reports per smoothed RTT (≥ 1).
     pub reports_per_rtt: u64,
 }
@@ -253,8 +276,14 @@ impl BbrConfig {
             min_pipe_cwnd_pkts: packets(p.get("min-pipe-cwnd")),
             full_bw_growth: p.get("full-bw-growth").max(0.0),
             full_bw_rounds: count_param(p.get("full-bw-rounds")).min(u64::from(u32::MAX)) as u32,
+            pacing_margin: p.get("pacing-margin").clamp(0.0, 0.5),
             reports_per_rtt: count_param(p.get("reports-per-rtt")),
         }
+    }
+
+    /// The pacing rate for `gain` × `rate` (bytes/s): `(1 − pacing_margin) · gain · rate`.
+    pub fn pace(&self, gain: f64, rate: f64) -> u64 {
+        ((1.0 - self.pacing_margin) * gain * rate) as u64
     }
 
     /// The pacing gain of ProbeBW phase `i`.
@@ -436,7 +465,9 @@ impl Bbr {
         self.prior_cwnd = self.cwnd;
         self.enter_startup();
         // No RTT yet: the initial window over 1 ms (the draft's BBRInitPacingRate).
-        self.pacing_rate = (self.cfg.startup_gain * self.init_cwnd() as f64 * 1e3) as u64;
+        self.pacing_rate = self
+            .cfg
+            .pace(self.cfg.startup_gain, self.init_cwnd() as f64 * 1e3);
     }
 
     /// `gain · BDP + 3 MSS`, or the initial window before any RTT sample, bytes.
@@ -598,7 +629,7 @@ impl Bbr {
         if bw == 0 {
             return;
         }
-        let rate = (self.pacing_gain * bw as f64) as u64;
+        let rate = self.cfg.pace(self.pacing_gain, bw as f64);
         if self.filled_pipe || rate > self.pacing_rate {
             self.pacing_rate = rate;
         }
@@ -655,7 +686,7 @@ impl Controller for Bbr {
         if !self.has_rtt && srtt > 0 {
             self.has_rtt = true;
             let nominal = self.init_cwnd() as f64 * 1e6 / srtt as f64;
-            self.pacing_rate = (self.cfg.startup_gain * nominal) as u64;
+            self.pacing_rate = self.cfg.pace(self.cfg.startup_gain, nominal);
         }
         // The model: BtlBw.
         let app_limited = m.bytes_pending == 0 && m.bytes_in_flight < self.cwnd;
@@ -777,15 +808,16 @@ mod tests {
             ("bbr", ControlMode::Rate, Mode::Startup)
         );
         assert_eq!(d.cwnd, Some(10 * MSS as u32));
-        let want = HIGH_GAIN * 14480.0 * 1e3;
-        assert_eq!(d.rate, Some(want as u64), "initial window per ms at 2/ln2");
+        let want = 0.99 * HIGH_GAIN * 14480.0 * 1e3;
+        assert!(
+            d.rate.unwrap().abs_diff(want as u64) <= 1,
+            "initial window per ms at 2/ln2, 1 % below: {d:?}"
+        );
         assert!((b.pacing_gain() - 2.885).abs() < 1e-3 && b.cwnd_gain() == 2.0);
         // The first RTT sample re-bases the rate on it and asks for quarter-RTT reports.
         let d = b.on_measurement(&report(RTT, MSS, 9 * MSS, RTT, 0));
-        assert_eq!(
-            d.rate,
-            Some((HIGH_GAIN * 14480.0 * 1e6 / RTT as f64) as u64)
-        );
+        let want = 0.99 * HIGH_GAIN * 14480.0 * 1e6 / RTT as f64;
+        assert!(d.rate.unwrap().abs_diff(want as u64) <= 1, "{d:?}");
         assert_eq!(d.report, Some(ReportPeriod::Micros(RTT / 4)));
         assert_eq!(b.rate(), d.rate);
     }
@@ -851,7 +883,8 @@ mod tests {
         assert!(phases.len() > 40, "{} phases in 3 s", phases.len());
         let min_rtt = b.min_rtt_us();
         let period = RTT / 4 + 1_000;
-        for w in phases.windows(2) {
+        // The first entry is the phase in progress when observation began: its start is unknown.
+        for w in phases[1..].windows(2) {
             let ((t0, i0, g0), (t1, i1, _)) = (w[0], w[1]);
             assert_eq!(i1, (i0 + 1) % 8, "phases in order: {phases:?}");
             assert_eq!(g0, [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0][i0]);
@@ -996,7 +1029,13 @@ mod tests {
                 (200_000 + RTT..200_000 + 3 * RTT).contains(&len),
                 "ProbeRTT {len} us"
             );
-            assert!(after >= before, "the window is restored: {spans:?}");
+            // Restored to the saved window, then capped at 2 BDP of the current BtlBw: ProbeRTT
+            // lasts about 7 rounds, so the 1.25 phase's sample may have left the 10-round filter
+            // and BtlBw is the samples of pacing 1 % below it (the pacing margin).
+            assert!(
+                after as f64 >= 0.98 * before as f64,
+                "the window is restored: {spans:?}"
+            );
         }
         assert_eq!(b.state(), Mode::ProbeBw);
     }
