@@ -1,0 +1,364 @@
+//! RTCP (`ccp-algorithms`' `rtcp`) on the simulator's spine-leaf fabric, driven by the real agent
+//! in virtual time, against the baselines on the same flows: per-packet one-way delay far below
+//! reno's and dctcp's at a throughput close to theirs (random sending), urgent flows preempting
+//! high-volume ones, and delay and throughput both falling as α or δ grows (the paper's
+//! Table II).
+//!
+//! The network is the paper's (3 spines, 8 leaves, 12 hosts per leaf, §V-B1) at 1/10 of its time
+//! scale: rates divided by 10 (1 Gbit/s host links, 4 Gbit/s fabric) and link delays multiplied
+//! by 10 (10 µs), so that queues, windows and packets in flight per RTT, counted in packets, are
+//! the paper's, while the ≈ 110 µs RTT leaves room for the agent's 20 µs IPC delay and 100 µs
+//! shortest report period (at the paper's 1 µs links the RTT would be 11 µs, ten times shorter
+//! than the agent's control loop). Delays in µs are 10× the paper's and rates 1/10; RTCP's δ
+//! and maxRate (both rates) are the paper's 10 Gbit/s divided by 10. Every switch port has 100
+//! packets of drop-tail buffer (ns-3's default queue) and CE-marks above K = 20 packets (DCTCP's
+//! K for 1 Gbit/s; only dctcp reacts to marks).
+//!
+//! Every scenario is deterministic (no random loss or jitter; destinations from a fixed seed), so
+//! the bounds are margins on fixed figures, quoted next to each. `paper_tables` (ignored: about
+//! a minute) prints every figure of `docs/results/rtcp.md`.
+
+use ccp_sim::scenario::{
+    Amount, Dur, FlowSpec, IncastSpec, LeafSpineSpec, LinkSpec, Rate, Scenario, SeriesFlows, Size,
+    TopologySpec, WorkloadSpec, example,
+};
+use ccp_sim::{SimResult, run};
+
+const GBIT: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+/// Hosts of the fabric: 8 leaves × 12.
+const HOSTS: u32 = 96;
+/// Simulated time of the steady-state scenarios, ms (≈ 270 RTTs), and the start of the
+/// throughput measurement.
+const RUN_MS: u64 = 30;
+const FROM_MS: u64 = 10;
+
+/// Agent-wide parameters at this time scale: RTCP's δ and maxRate, the paper's 10 Gbit/s over 10;
+/// TIMELY's rates and delays (its defaults are for 10 Gbit/s and a 20 µs minimum RTT) scaled
+/// the same way.
+const SCALED: &[&str] = &[
+    "rtcp.delta=1gbit",
+    "rtcp.max-rate=1gbit",
+    "timely.init-rate=1gbit",
+    "timely.max-rate=1gbit",
+    "timely.min-rate=125kbit",
+    "timely.delta=1mbit",
+    "timely.t-low=500us",
+    "timely.t-high=5ms",
+    "timely.min-rtt=200us",
+];
+
+/// The paper's fabric at 1/10 time scale; `fabric_gbit` is the leaf-spine rate (4: full
+/// bisection; 2: the over-subscription scenario's halved fabric).
+fn fabric(fabric_gbit: u64, ms: u64) -> Scenario {
+    let mut s = example("leaf-spine").unwrap();
+    s.duration = Dur::ms(ms);
+    s.workloads.clear();
+    s.transport.min_rto = Dur::ms(2);
+    s.transport.initial_rto = Dur::ms(2);
+    s.transport.tick = Dur::ms(1);
+    s.output.step = Dur::ms(1);
+    s.output.flow_series = SeriesFlows::All;
+    s.output.queue_series = false;
+    s.agent.params = SCALED.iter().map(|p| p.to_string()).collect();
+    let port = |gbit: u64| LinkSpec {
+        ecn_k: Some(Amount::Packets(20)),
+        ..LinkSpec::new(Rate::from_bits(gbit * GBIT), Dur::us(10)).with_buffer(Amount::Packets(100))
+    };
+    s.topology = TopologySpec::LeafSpine(LeafSpineSpec {
+        spines: 3,
+        leaves: 8,
+        hosts_per_leaf: 12,
+        host_link: port(1),
+        fabric_link: port(fabric_gbit),
+    });
+    s
+}
+
+/// A small deterministic generator (splitmix64).
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Random sending (§V-B2): every host sends one long-lived flow to another host chosen at
+/// random (seeded), all running `alg` (a requested name, parameters allowed).
+fn random_sending(alg: &str, fabric_gbit: u64) -> Scenario {
+    let mut s = fabric(fabric_gbit, RUN_MS);
+    s.flows = (0..HOSTS)
+        .map(|h| {
+            let d = (h + 1 + (mix(u64::from(h) + 7) % u64::from(HOSTS - 1)) as u32) % HOSTS;
+            FlowSpec {
+                class: "bulk".into(),
+                ..FlowSpec::bulk(&format!("h{h}"), &format!("h{d}"), alg)
+            }
+        })
+        .collect();
+    s
+}
+
+/// Urgent-flow preemption (§V-B3): every host sends a high-volume flow to the next host on its
+/// right from time 0 and, from 2 ms on, an urgent flow on the same pair; `hv` and `urgent` are
+/// the algorithms asked for.
+fn preemption(hv: &str, urgent: &str) -> Scenario {
+    let mut s = fabric(4, RUN_MS);
+    for h in 0..HOSTS {
+        let (src, dst) = (format!("h{h}"), format!("h{}", (h + 1) % HOSTS));
+        s.flows.push(FlowSpec {
+            class: "high-volume".into(),
+            ..FlowSpec::bulk(&src, &dst, hv)
+        });
+        s.flows.push(FlowSpec {
+            class: "urgent".into(),
+            start: Dur::ms(2),
+            ..FlowSpec::bulk(&src, &dst, urgent)
+        });
+    }
+    s
+}
+
+/// The 95→1 incast (§V-C2): 95 hosts answer h0 with `size` bytes each at once, `rounds` times.
+fn incast(alg: &str, size: u64, rounds: u32) -> Scenario {
+    let mut s = fabric(4, 200);
+    s.stop_when_done = true;
+    s.workloads = vec![WorkloadSpec::Incast(IncastSpec {
+        receiver: "h0".into(),
+        senders: vec![],
+        size: Size(size),
+        rounds,
+        gap: Dur::us(100),
+        start: Dur(0),
+        alg: alg.into(),
+        class: "incast".into(),
+    })];
+    s
+}
+
+/// What one run shows.
+#[derive(Clone, Copy, Debug)]
+struct Figures {
+    /// Mean per-flow goodput from `FROM_MS` to the end, Mbit/s.
+    goodput: f64,
+    /// Mean and 99th percentile of the per-packet one-way delay, µs.
+    mean_us: f64,
+    p99_us: f64,
+    retransmits: u64,
+}
+
+/// Mean per-flow goodput of `class` over (from, to] ms, Mbit/s.
+fn goodput_mbps(r: &SimResult, class: &str, from_ms: u64, to_ms: u64) -> f64 {
+    let ids: Vec<u32> = r
+        .flows
+        .iter()
+        .filter(|f| f.class == class)
+        .map(|f| f.flow)
+        .collect();
+    let at = |flow: u32, t: u64| {
+        r.flow_samples(flow)
+            .filter(|s| s.time_ns <= t)
+            .map(|s| s.delivered_bytes)
+            .max()
+            .unwrap_or(0)
+    };
+    let total: u64 = ids
+        .iter()
+        .map(|&f| at(f, to_ms * MS) - at(f, from_ms * MS))
+        .sum();
+    total as f64 * 8.0 / ((to_ms - from_ms) as f64 / 1e3) / ids.len() as f64 / 1e6
+}
+
+fn figures(r: &SimResult, class: &str) -> Figures {
+    let h = &r.owd[class];
+    Figures {
+        goodput: goodput_mbps(r, class, FROM_MS, RUN_MS),
+        mean_us: h.mean() as f64 / 1e3,
+        p99_us: h.quantile(0.99) as f64 / 1e3,
+        retransmits: r
+            .flows
+            .iter()
+            .filter(|f| f.class == class)
+            .map(|f| f.retransmits)
+            .sum(),
+    }
+}
+
+/// Run `s`, checking that every flow got the algorithm it asked for.
+fn run_checked(s: &Scenario) -> SimResult {
+    let r = run(s, None).unwrap();
+    let listed = s.flows.len() as u64;
+    let created: u64 = r.agent.algorithms.values().sum();
+    assert!(created >= listed, "{:?}", r.agent.algorithms);
+    assert_eq!(r.agent.bad_reports, 0);
+    r
+}
+
+fn random_figures(alg: &str, fabric_gbit: u64) -> Figures {
+    let r = run_checked(&random_sending(alg, fabric_gbit));
+    let name = alg.split(':').next().unwrap();
+    assert_eq!(r.agent.algorithms.get(name), Some(&u64::from(HOSTS)));
+    figures(&r, "bulk")
+}
+
+fn show(label: &str, f: &Figures) {
+    println!(
+        "{label:34} goodput {:6.1} Mbit/s  delay mean {:6.1} µs  p99 {:6.1} µs  retransmits {}",
+        f.goodput, f.mean_us, f.p99_us, f.retransmits
+    );
+}
+
+#[test]
+fn random_sending_delay_far_below_reno_and_dctcp_at_close_throughput() {
+    let rtcp = random_figures("rtcp", 4);
+    let reno = random_figures("reno", 4);
+    let dctcp = random_figures("dctcp", 4);
+    for (l, f) in [("rtcp", &rtcp), ("reno", &reno), ("dctcp", &dctcp)] {
+        show(l, f);
+    }
+    // Measured: rtcp 509 Mbit/s, 150 / 344 µs; reno 547, 844 / 1835; dctcp 585, 234 / 1049.
+    // Delay: the paper has RTCP's mean at 17 % of NewReno's and 36 % of DCTCP's, its p99 at
+    // 16 % of NewReno's. Here 18 % and 64 % (mean), 19 % and 33 % (p99).
+    assert!(rtcp.mean_us < 0.3 * reno.mean_us, "{rtcp:?} {reno:?}");
+    assert!(rtcp.p99_us < 0.3 * reno.p99_us, "{rtcp:?} {reno:?}");
+    assert!(rtcp.mean_us < 0.8 * dctcp.mean_us, "{rtcp:?} {dctcp:?}");
+    assert!(rtcp.p99_us < 0.5 * dctcp.p99_us, "{rtcp:?} {dctcp:?}");
+    // Throughput: the paper has RTCP the best (4362 Mbit/s against NewReno's 4300 and DCTCP's
+    // 3956). Here it is 0.87 of DCTCP's and 0.93 of Reno's: doubling and halving the window
+    // leaves a flow alone on its bottleneck below the link's rate for part of each cycle, where
+    // DCTCP's small cuts keep it full (see docs/results/rtcp.md). The bound is what holds, with
+    // a margin.
+    let best = reno.goodput.max(dctcp.goodput);
+    assert!(rtcp.goodput > 0.8 * best, "{rtcp:?} best {best:.1}");
+    // No loss: RTCP backs off on delay long before the 100-packet buffers fill.
+    assert!(
+        rtcp.retransmits < reno.retransmits / 20,
+        "{rtcp:?} {reno:?}"
+    );
+}
+
+#[test]
+fn urgent_flows_preempt_high_volume_ones() {
+    let r = run_checked(&preemption("rtcp", "rtcp:weight=24000"));
+    let (hv, urgent) = (figures(&r, "high-volume"), figures(&r, "urgent"));
+    let b = run_checked(&preemption("reno", "reno"));
+    let (reno_hv, reno_urgent) = (figures(&b, "high-volume"), figures(&b, "urgent"));
+    for (l, f) in [
+        ("rtcp high-volume", &hv),
+        ("rtcp urgent (weight 24000)", &urgent),
+        ("reno high-volume", &reno_hv),
+        ("reno urgent", &reno_urgent),
+    ] {
+        show(l, f);
+    }
+    // Measured: rtcp high-volume 125 Mbit/s, 119 / 377 µs; urgent 698, 153 / 492; reno
+    // high-volume 764, 1039 / 1638; urgent 19, 982 / 1638.
+    // The urgent class takes the bandwidth: 5.6× the high-volume class's per-flow goodput.
+    assert!(urgent.goodput > 3.0 * hv.goodput, "{urgent:?} {hv:?}");
+    // The paper's urgent flows get 4–7× NewReno's; here the late-starting Reno flows hardly get
+    // in at all (36×). 3× is the paper's direction with a margin.
+    assert!(
+        urgent.goodput > 3.0 * reno_urgent.goodput,
+        "{urgent:?} {reno_urgent:?}"
+    );
+    // Both classes see a fraction of Reno's delay (paper: about a quarter of NewReno's p99).
+    for (f, base) in [(&urgent, &reno_urgent), (&hv, &reno_hv)] {
+        assert!(f.mean_us < 0.3 * base.mean_us, "{f:?} {base:?}");
+        assert!(f.p99_us < 0.4 * base.p99_us, "{f:?} {base:?}");
+    }
+    // Not asserted: the paper's urgent flows also see less delay than its high-volume ones.
+    // Here they see more (153 against 119 µs): both classes share every FIFO on their path, and
+    // the urgent flow's larger window waits in its own host's NIC queue.
+}
+
+#[test]
+fn raising_alpha_or_delta_lowers_delay_and_throughput() {
+    // Table II's rows on the over-subscribed fabric (2 Gbit/s between leaves and spines): α
+    // from 300 to 1000 at δ = 10⁴, then δ from 3·10³ to 10⁴ at α = 1000 (δ in the paper's
+    // Mbit/s, divided by 10 for this scale).
+    let run_with =
+        |alpha: &str, delta: &str| random_figures(&format!("rtcp:alpha={alpha},delta={delta}"), 2);
+    let a300 = run_with("300", "1gbit");
+    let a1000 = run_with("1000", "1gbit");
+    let d3000 = run_with("1000", "300mbit");
+    show("alpha 300, delta 10^4", &a300);
+    show("alpha 1000, delta 10^4", &a1000);
+    show("alpha 1000, delta 3*10^3", &d3000);
+    // Measured: see docs/results/rtcp.md.
+    assert!(a1000.mean_us < 0.9 * a300.mean_us, "{a1000:?} {a300:?}");
+    assert!(a1000.goodput < a300.goodput, "{a1000:?} {a300:?}");
+    assert!(a1000.mean_us < 0.9 * d3000.mean_us, "{a1000:?} {d3000:?}");
+    assert!(a1000.goodput < d3000.goodput, "{a1000:?} {d3000:?}");
+}
+
+/// Every figure of docs/results/rtcp.md:
+/// `cargo test --release -p ccp-tests --test rtcp paper_tables -- --ignored --nocapture`.
+#[test]
+#[ignore = "about a minute: the tables of docs/results/rtcp.md"]
+fn paper_tables() {
+    println!("Table I, random sending (RS) and over-subscription (OS):");
+    for fab in [4, 2] {
+        for alg in [
+            "reno", "dctcp", "bbr", "timely", "ledbat", "vegas", "cubic", "rtcp",
+        ] {
+            let alg = if alg == "rtcp" && fab == 2 {
+                "rtcp:alpha=1000"
+            } else {
+                alg
+            };
+            show(
+                &format!("{} {alg}", if fab == 4 { "RS" } else { "OS" }),
+                &random_figures(alg, fab),
+            );
+        }
+        if fab == 2 {
+            show("OS rtcp (alpha 500)", &random_figures("rtcp", 2));
+        }
+    }
+    println!("Table II, over-subscription:");
+    for (a, d) in [
+        ("300", "1gbit"),
+        ("600", "1gbit"),
+        ("1000", "1gbit"),
+        ("1000", "600mbit"),
+        ("1000", "300mbit"),
+    ] {
+        show(
+            &format!("alpha {a}, delta {d}"),
+            &random_figures(&format!("rtcp:alpha={a},delta={d}"), 2),
+        );
+    }
+    println!("Urgent-flow preemption:");
+    for (hv, u) in [
+        ("rtcp", "rtcp:weight=24000"),
+        ("reno", "reno"),
+        ("dctcp", "dctcp"),
+    ] {
+        let r = run_checked(&preemption(hv, u));
+        show(&format!("{hv} high-volume"), &figures(&r, "high-volume"));
+        show(&format!("{u} urgent"), &figures(&r, "urgent"));
+    }
+    println!("95→1 incast, 10 rounds of 64 KB per sender:");
+    for alg in [
+        "rtcp:alpha=5000,init-cwnd=2",
+        "ledbat",
+        "timely",
+        "vegas",
+        "dctcp",
+        "reno",
+    ] {
+        let r = run(&incast(alg, 64_000, 10), None).unwrap();
+        let h = &r.owd["incast"];
+        let fcts: Vec<u64> = r.flows.iter().filter_map(|f| f.fct_ns).collect();
+        let done = r.flows.iter().filter(|f| f.completed).count();
+        let mean_fct = fcts.iter().sum::<u64>() as f64 / fcts.len().max(1) as f64 / 1e3;
+        println!(
+            "{alg:34} delay mean {:6.1} µs  p99 {:7.1} µs  flows done {done}/{}  mean FCT {mean_fct:.0} µs  end {:.1} ms  retransmits {}",
+            h.mean() as f64 / 1e3,
+            h.quantile(0.99) as f64 / 1e3,
+            r.flows.len(),
+            r.end_ns as f64 / 1e6,
+            r.flows.iter().map(|f| f.retransmits).sum::<u64>()
+        );
+    }
+}
