@@ -614,6 +614,15 @@ mod tests {
         }
     }
 
+    /// The controller shares one client between flows and keeps a member per flow, possibly
+    /// on other threads.
+    #[test]
+    fn client_and_member_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Client>();
+        check::<Member>();
+    }
+
     #[test]
     fn full_queue_drops_the_oldest_and_counts() {
         let s = shared(4);

@@ -131,7 +131,11 @@ impl SimJcce {
                 aggregate: o.aggregate,
             });
         }
-        // Replies are created in arrival order and share one latency, so they are in order.
+        // Replies share one latency, so they are in arrival order unless a caller submitted
+        // with a time earlier than one already processed; keep them sorted (stably) regardless.
+        if !self.replies.is_sorted_by_key(|d| d.at) {
+            self.replies.sort_by_key(|d| d.at);
+        }
         let due = self.replies.partition_point(|d| d.at <= now);
         self.replies.drain(..due).collect()
     }
