@@ -447,6 +447,40 @@ fn cli_serve_and_metrics() {
         .unwrap();
     let m: jcce::Metrics = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(m.entries, 3);
+    // The probe joins group 5 through the real client; a second probe running at the same time
+    // in another process sees n = 2 at some point.
+    let probe = |rate: &str| {
+        std::process::Command::new(exe)
+            .args([
+                "probe", "--addr", &addr, "--group", "5", "--rate", rate, "--mis", "60",
+            ])
+            .args(["--interval", "10ms", "--key-file"])
+            .arg(&keyfile)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let (p1, p2) = std::thread::scope(|s| {
+        let a = s.spawn(|| probe("8mbit"));
+        let b = s.spawn(|| probe("24mbit"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(p1.status.success() && p2.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(p1.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!lines.is_empty());
+    // k = 2 on this service: alone, the mean is withheld; together, it is (1 + 3) / 2 MB/s.
+    for l in &lines {
+        match l["n"].as_u64().unwrap() {
+            1 => assert!(l["mean_bytes_per_s"].is_null(), "{l}"),
+            2 => assert_eq!(l["mean_bytes_per_s"].as_f64(), Some(2_000_000.0), "{l}"),
+            n => panic!("n = {n}"),
+        }
+    }
+    assert!(lines.iter().any(|l| l["n"] == 2), "{lines:?}");
     // SIGTERM: the service exits cleanly.
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use jcce::bench::{self, BenchConfig};
+use jcce::client::{Client, ClientConfig};
 use jcce::core::{CoreConfig, MAX_WINDOW_MIS};
 use jcce::server::{Server, ServiceConfig, fetch_metrics};
 use jcce::wire::Key;
@@ -71,6 +72,29 @@ enum Cmd {
         /// How long to wait for the reply.
         #[arg(long, default_value = "2s", value_parser = ccp_units::parse_duration)]
         timeout: Duration,
+    },
+    /// Join a group through the agent's client and publish a constant rate for a number of MIs,
+    /// printing every aggregate received (one JSON object per line): a reachability check for
+    /// a deployment, e.g. from each sender host or network namespace.
+    Probe {
+        /// The service's address (host:port).
+        #[arg(long)]
+        addr: String,
+        /// The JointCloud key file.
+        #[arg(long)]
+        key_file: PathBuf,
+        /// Group id to join.
+        #[arg(long, default_value_t = 1)]
+        group: u64,
+        /// Delivered throughput to publish every MI (e.g. 50mbit, 6MBps).
+        #[arg(long, default_value = "10mbit", value_parser = ccp_units::parse_rate)]
+        rate: u64,
+        /// MIs to publish.
+        #[arg(long, default_value_t = 10)]
+        mis: u64,
+        /// MI length.
+        #[arg(long, default_value = "30ms", value_parser = ccp_units::parse_duration)]
+        interval: Duration,
     },
     /// Write a new random 32-byte key in hexadecimal (to stdout, or to --out with mode 0600).
     Keygen {
@@ -181,6 +205,42 @@ fn main() -> anyhow::Result<()> {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&m)?),
                 Format::Prometheus => print!("{}", m.prometheus()),
             }
+            Ok(())
+        }
+        Cmd::Probe {
+            addr,
+            key_file,
+            group,
+            rate,
+            mis,
+            interval,
+        } => {
+            let client = Client::start(ClientConfig::new(addr, load_key(&key_file)?))?;
+            let member = client.member(group);
+            let mut answered = 0u64;
+            let mut last = None;
+            for mi in 1..=mis {
+                member.publish(mi, rate);
+                std::thread::sleep(interval);
+                if let Some(a) = member.latest()
+                    && last != Some(a.mi)
+                {
+                    last = Some(a.mi);
+                    answered += 1;
+                    let line = serde_json::json!({
+                        "mi": a.mi,
+                        "n": a.n,
+                        "mean_bytes_per_s": a.mean,
+                        "reachable": client.is_reachable(),
+                    });
+                    println!("{line}");
+                }
+            }
+            anyhow::ensure!(
+                answered > 0,
+                "no reply from the service ({:?})",
+                client.stats()
+            );
             Ok(())
         }
         Cmd::Keygen { out } => {
