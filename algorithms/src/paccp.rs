@@ -25,8 +25,10 @@
 //!   congestion avoidance).
 //! - **Congestion avoidance**: `W ← W + a + m·W` per epoch becomes `W += m·acked` plus `a` for
 //!   every `W` bytes acknowledged, with the fraction carried in a byte counter as Reno's
-//!   (`m = (r_cos − 1)/2`, `a = (r_cos − 1 + ω)` MSS in CD1; `m = 0`, `a = ω` MSS in CD2). The
-//!   condition CD1/CD2 is evaluated once per report.
+//!   (`m = (r_cos − 1)/2`, `a = (r_cos − 1 + ω)` MSS in CD1; `m = 0`, `a = ω` MSS in CD2). As in
+//!   slow start, a report that would carry the window past `W_min` under CD1 stops it at
+//!   `W_min` and counts the remaining bytes under CD2 (the laws switch at `W_min`, not once per
+//!   report; otherwise an MRG flow halved just below `W_min` would double past it).
 //! - **Congestion** (once per loss epoch, with NewReno's recovery hold, from the shared
 //!   [`WindowCore`]): the cg law of the phase the flow is in; `ssthresh` = the new window, so the
 //!   flow continues in congestion avoidance. Floor: `min-cwnd` packets.
@@ -268,27 +270,43 @@ impl Paccp {
         acked
     }
 
-    /// Congestion avoidance on `acked` bytes (eq. 18, CD1 or CD2 as of the report).
-    fn avoid(&mut self, acked: u64) {
+    /// Congestion avoidance on `acked` bytes (eq. 18): CD1 below W_min, up to W_min, then CD2.
+    fn avoid(&mut self, mut acked: u64) {
         let mss = self.core.mss() as f64;
-        let (mult, add) = if self.cwnd < self.w_min() {
+        let w_min = self.w_min();
+        if self.cwnd < w_min {
+            // CD1: W ← W + m·W + a per epoch, i.e. m + a/W per acknowledged byte.
             let r = self.cfg.r_cos;
-            ((r - 1.0) / 2.0, (r - 1.0 + self.cfg.omega) * mss)
-        } else {
-            (0.0, self.cfg.omega * mss)
-        };
-        // The additive part counts against the window the epoch started with.
+            let (mult, add) = ((r - 1.0) / 2.0, (r - 1.0 + self.cfg.omega) * mss);
+            let per_byte = mult + add / self.cwnd.max(1) as f64;
+            let room = w_min - self.cwnd;
+            if per_byte * acked as f64 >= room as f64 {
+                // Reach W_min with the bytes it takes; the rest goes on under CD2.
+                let used = ((room as f64 / per_byte).ceil() as u64).min(acked);
+                self.cwnd = w_min;
+                self.ca_acked = 0;
+                acked -= used;
+            } else {
+                self.additive(acked, add);
+                self.cwnd = self
+                    .cwnd
+                    .saturating_add((mult * acked as f64) as u64)
+                    .min(MAX_CWND);
+                return;
+            }
+        }
+        self.additive(acked, self.cfg.omega * mss);
+    }
+
+    /// `add` bytes for every window's worth of `acked` bytes, the fraction carried over in a
+    /// byte counter (Reno's congestion avoidance; the counter uses the window the epoch
+    /// started with).
+    fn additive(&mut self, acked: u64, add: f64) {
         let add = (add as u64).max(1);
         self.ca_acked = self.ca_acked.saturating_add(acked);
         while self.ca_acked >= self.cwnd && self.cwnd < MAX_CWND {
             self.ca_acked -= self.cwnd;
             self.cwnd = (self.cwnd + add).min(MAX_CWND);
-        }
-        if mult > 0.0 {
-            self.cwnd = self
-                .cwnd
-                .saturating_add((mult * acked as f64) as u64)
-                .min(MAX_CWND);
         }
     }
 
@@ -406,26 +424,36 @@ pub fn optimal_allocation(
     ]
 }
 
-/// The weighted utility of eq. 6 in its congestion-avoidance form (eq. 9's approximation
-/// `U_TCP(x) ∝ log x`): `Σ ω_i·ln(x_i)`. `flows` are `(ω, rate)` pairs; rates must be positive.
-pub fn weighted_utility(flows: &[(f64, f64)]) -> f64 {
-    flows.iter().map(|(w, x)| w * x.max(1e-9).ln()).sum()
+/// Reno's utility in congestion avoidance (eq. 5): `U(x) = (μ/β + x)·[ln(μ + βx) − 1] −
+/// x·[ln(βx) − 1]` with the rate `x` in packets/s, `β = 1/(2·RTT)` (multiplicative decrease
+/// rate) and `μ = 1/RTT²` (one packet per RTT per RTT, the additive increase), §NUM eqs. 4–5.
+pub fn tcp_utility(x_pkts_per_sec: f64, rtt_s: f64) -> f64 {
+    let x = x_pkts_per_sec.max(1e-9);
+    let beta = 1.0 / (2.0 * rtt_s);
+    let mu = 1.0 / (rtt_s * rtt_s);
+    (mu / beta + x) * ((mu + beta * x).ln() - 1.0) - x * ((beta * x).ln() - 1.0)
 }
 
-/// Total utility of `measured` rates normalised to that of the `optimal` ones, both as
-/// `(ω, rate)` pairs, as the paper's Figs. 4a/4c/5a plot it: the utility with every rate
-/// expressed in units of the link capacity `b` (so `ln` of a share ≤ 0) — 1.0 at the optimum,
-/// lower the further the measured shares are from it. Computed as `V(opt)/V(measured)` on the
-/// (negative) utilities of shares.
-pub fn normalized_utility(b: f64, measured: &[(f64, f64)], optimal: &[(f64, f64)]) -> f64 {
-    let share =
-        |v: &[(f64, f64)]| -> Vec<(f64, f64)> { v.iter().map(|(w, x)| (*w, x / b)).collect() };
-    let vm = weighted_utility(&share(measured));
-    let vo = weighted_utility(&share(optimal));
-    if vm >= 0.0 || vo >= 0.0 {
-        return if vm >= vo { 1.0 } else { vm / vo.max(1e-12) };
-    }
-    vo / vm
+/// The total utility `V = Σ ω_i·U_TCP(x_i)` of eq. 6; `flows` are `(ω, rate in bytes/s)`,
+/// `mss` in bytes, `rtt_s` the RTT in seconds.
+pub fn total_utility(flows: &[(f64, f64)], mss: f64, rtt_s: f64) -> f64 {
+    flows
+        .iter()
+        .map(|(w, x)| w * tcp_utility(x / mss, rtt_s))
+        .sum()
+}
+
+/// The total utility of `measured` rates normalised to that of the `optimal` ones (both
+/// `(ω, rate in bytes/s)`), as the paper's Figs. 4a/4c/5a plot it: 1 at the optimum. Note that
+/// `U_TCP` is logarithmic with a large offset, so this ratio moves little (a class at half its
+/// optimal rate costs about 2 %); compare per-class rates with the optimum as well.
+pub fn normalized_utility(
+    measured: &[(f64, f64)],
+    optimal: &[(f64, f64)],
+    mss: f64,
+    rtt_s: f64,
+) -> f64 {
+    total_utility(measured, mss, rtt_s) / total_utility(optimal, mss, rtt_s)
 }
 
 #[cfg(test)]
@@ -622,10 +650,19 @@ mod tests {
 
     #[test]
     fn normalized_utility_is_one_at_the_optimum_and_lower_elsewhere() {
-        let opt = [(1.0, 4.0), (2.0, 8.0), (1.0, 4.0)];
-        assert!((normalized_utility(16.0, &opt, &opt) - 1.0).abs() < 1e-12);
-        let off = [(1.0, 5.0), (2.0, 6.0), (1.0, 5.0)];
-        let u = normalized_utility(16.0, &off, &opt);
+        // 1 Gbit/s testbed: BE/DS/MRG at 200/400/400 Mbit/s is the optimum.
+        let mbit = |x: f64| x * 125_000.0;
+        let opt = [(1.0, mbit(200.0)), (2.0, mbit(400.0)), (2.0, mbit(400.0))];
+        assert!((normalized_utility(&opt, &opt, 1448.0, 0.001) - 1.0).abs() < 1e-12);
+        let off = [(1.0, mbit(300.0)), (2.0, mbit(300.0)), (2.0, mbit(400.0))];
+        let u = normalized_utility(&off, &opt, 1448.0, 0.001);
         assert!(u < 1.0 && u > 0.9, "{u}");
+        // Eq. 5 is increasing and concave in the rate.
+        let (a, b, c) = (
+            tcp_utility(1e4, 0.001),
+            tcp_utility(2e4, 0.001),
+            tcp_utility(3e4, 0.001),
+        );
+        assert!(a < b && b < c && b - a > c - b);
     }
 }

@@ -661,7 +661,7 @@ impl Pricing {
         }
         if let Ok(mut s) = self.state.lock() {
             s.schedule = commands;
-            s.schedule.sort_by(|a, b| b.0.cmp(&a.0));
+            s.schedule.sort_by_key(|c| std::cmp::Reverse(c.0));
             let next = s.schedule.last().map_or(u64::MAX, |c| c.0);
             self.next_command_us.store(next, Ordering::Release);
         }

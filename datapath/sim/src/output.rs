@@ -113,6 +113,11 @@ pub fn write_outputs(r: &SimResult, dir: &Path) -> Result<(), SimError> {
     let mut s = serde_json::to_string_pretty(&summary).unwrap_or_default();
     s.push('\n');
     write(dir, "summary.json", &s)?;
+    if let Some(bill) = &r.bill {
+        let mut b = serde_json::to_string_pretty(bill).unwrap_or_default();
+        b.push('\n');
+        write(dir, "bill.json", &b)?;
+    }
 
     let mut s = String::from(
         "flow,src,dst,alg,class,group,size_bytes,start_ns,end_ns,fct_ns,ideal_fct_ns,base_rtt_ns,bytes_delivered,bytes_sent,packets_sent,retransmits,timeouts,completed\n",

@@ -11,6 +11,7 @@ use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
 use ccp_algorithms::agent::ipc::Screened;
+use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
 use ccp_algorithms::params::ParamSet;
@@ -54,6 +55,8 @@ pub struct SimResult {
     /// the sender puts a data packet into its host's NIC queue to its arrival at the receiver
     /// (queueing, serialization and propagation on every hop), every data packet that arrives.
     pub owd: BTreeMap<String, Histogram>,
+    /// The agent's bills at the end (with `agent.pricing`).
+    pub bill: Option<serde_json::Value>,
 }
 
 impl SimResult {
@@ -131,13 +134,11 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
     let clock = VirtualClock::new();
     let world = Arc::new(Mutex::new(World::build(scenario, seed, clock.clone())?));
     let time: Arc<dyn TimeSource> = Arc::new(clock);
-    let core = Arc::new(AgentCore::new(
-        default_alg,
-        base,
-        Rules::default(),
-        None,
-        time,
-    ));
+    let mut core = AgentCore::new(default_alg, base, Rules::default(), None, time.clone());
+    if let Some(p) = pricing(scenario, time)? {
+        core = core.with_pricing(p);
+    }
+    let core = Arc::new(core);
     let stop = Arc::new(AtomicBool::new(true));
     let ipc = Screened::new(
         SimIpc::new(world.clone(), stop.clone()),
@@ -187,5 +188,36 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
         port_names: out.queue_names,
         queue_series: out.queue_series,
         owd: out.owd,
+        bill: core.pricing().map(|p| p.bill()),
     })
+}
+
+/// The agent's pricing from `agent.pricing` (a policy file or inline) and `agent.commands`.
+fn pricing(s: &Scenario, time: Arc<dyn TimeSource>) -> Result<Option<Arc<Pricing>>, SimError> {
+    let bad = |m: String| SimError::Invalid(format!("agent.pricing: {m}"));
+    let policy = match &s.agent.pricing {
+        None if s.agent.commands.is_empty() => return Ok(None),
+        None => {
+            return Err(SimError::Invalid(
+                "agent.commands: needs agent.pricing".into(),
+            ));
+        }
+        Some(serde_yaml::Value::String(path)) => {
+            PricingPolicy::load(std::path::Path::new(path)).map_err(|e| bad(e.to_string()))?
+        }
+        Some(v) => {
+            let text = serde_yaml::to_string(v).map_err(|e| bad(e.to_string()))?;
+            PricingPolicy::parse("agent.pricing", &text).map_err(|e| bad(e.to_string()))?
+        }
+    };
+    let schedule = s
+        .agent
+        .commands
+        .iter()
+        .map(|c| (c.at.0 / 1000, c.command.clone()))
+        .collect();
+    let p = Pricing::new(policy, time)
+        .with_schedule(schedule)
+        .map_err(|e| SimError::Invalid(format!("agent.commands: {e}")))?;
+    Ok(Some(Arc::new(p)))
 }

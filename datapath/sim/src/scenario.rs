@@ -328,6 +328,25 @@ pub struct AgentSpec {
     /// One-way delay of every IPC message between the datapath and the agent.
     #[serde(default = "default_ipc_delay")]
     pub ipc_delay: Dur,
+    /// The agent's pricing policy (classes of service of priced flows, bills): a policy file
+    /// (relative to the scenario) or the policy inline, as `ccp-agent --pricing` reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<serde_yaml::Value>,
+    /// Control commands the agent runs at given times (as `ccp-agent ctl` sends them), e.g.
+    /// `{at: 2s, command: "set-class 10.0.0.1:10000 ds --weight 2"}`; each runs at the first
+    /// report of a priced flow at or after `at`. Needs `pricing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<AgentCommand>,
+}
+
+/// A control command the agent runs at a given time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCommand {
+    /// When (simulated time).
+    pub at: Dur,
+    /// The command line.
+    pub command: String,
 }
 
 fn default_alg() -> String {
@@ -343,6 +362,8 @@ impl Default for AgentSpec {
             default_alg: default_alg(),
             params: vec![],
             ipc_delay: default_ipc_delay(),
+            pricing: None,
+            commands: vec![],
         }
     }
 }
@@ -916,6 +937,11 @@ impl Scenario {
                 *p = base.join(&*p);
             }
         };
+        if let Some(serde_yaml::Value::String(policy)) = &mut self.agent.pricing {
+            let mut p = PathBuf::from(&*policy);
+            fix(&mut p);
+            *policy = p.to_string_lossy().into_owned();
+        }
         let mut links: Vec<&mut LinkSpec> = vec![];
         match &mut self.topology {
             TopologySpec::Dumbbell(d) => {
