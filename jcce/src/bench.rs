@@ -25,7 +25,7 @@ pub struct BenchConfig {
     pub groups: usize,
     /// Updates per datagram (1..=1024). Default 32 (fits an Ethernet MTU).
     pub batch: usize,
-    /// Unanswered datagrams per sender thread (count). Default 8.
+    /// Unanswered datagrams per sender thread (count). Default 1.
     pub inflight: usize,
     /// Sender threads. Default 1.
     pub senders: usize,

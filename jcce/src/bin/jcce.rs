@@ -112,8 +112,8 @@ enum Cmd {
         /// Updates per datagram (32 fits an Ethernet MTU; at most 1024).
         #[arg(long, default_value_t = 32)]
         batch: usize,
-        /// Unanswered datagrams per sender thread.
-        #[arg(long, default_value_t = 8)]
+        /// Unanswered datagrams per sender thread (more only queue on a 2-core machine).
+        #[arg(long, default_value_t = 1)]
         inflight: usize,
         /// Sender threads.
         #[arg(long, default_value_t = 1)]
