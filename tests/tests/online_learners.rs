@@ -2,8 +2,8 @@
 //! running in the real agent in virtual time on the papers' link: 100 Mbit/s, 30 ms RTT and a
 //! 75 KB drop-tail buffer (PCC Vivace NSDI 2018 / Vivace-Distributed §7, Emulab setup).
 //!
-//! - random loss: vivace keeps sending where reno and cubic collapse (3 % loss), and fills the
-//!   link once it has climbed at 1 % loss;
+//! - random loss: vivace keeps over 90 % of the link at 3 % loss where reno and cubic collapse,
+//!   and at 1 % loss, while loss above the 5 % its utility tolerates still holds it back;
 //! - two vivace flows converge to a fair share within the time the papers report;
 //! - without random loss vivace keeps the bottleneck queue short.
 //!
@@ -84,7 +84,7 @@ fn vivace_run(loss: f64, seed: u64, secs: u64) -> SimResult {
 }
 
 #[test]
-fn vivace_keeps_sending_under_3_percent_random_loss_where_reno_and_cubic_collapse() {
+fn vivace_keeps_over_90_percent_of_the_link_at_3_percent_random_loss_where_reno_and_cubic_collapse() {
     let secs = 30;
     let mut baseline: f64 = 0.0;
     for alg in ["reno", "cubic"] {
@@ -102,25 +102,27 @@ fn vivace_keeps_sending_under_3_percent_random_loss_where_reno_and_cubic_collaps
         us.push(utilisation(&r, 0, secs));
     }
     let mean = us.iter().sum::<f64>() / us.len() as f64;
-    eprintln!("vivace, 3 % loss, 30 s, seeds {SEEDS:?}: utilisation {us:.2?}, mean {mean:.3}");
-    // At 3 % random loss the per-MI loss fraction's binomial noise (about ±1.1 % on an MI of
-    // 250 packets, ±5 % on the 12-packet MIs of slow start) outweighs the utility's rate
-    // signal: slow start often ends at a few Mbit/s and the learner then climbs as a noisy
-    // random walk, reaching the capacity after 5 to 30 s depending on the seed (measured: 0.21
-    // to 0.81 of the link over 30 s, mean 0.45). The bound asks for what every seed does:
-    // several times what the loss-based baselines get, and a fair fraction of the link on
-    // average. (The 90 % the paper reports below 3 % loss is checked at 1 % below.)
+    eprintln!("vivace, 3 % loss, 30 s, seeds {SEEDS:?}: utilisation {us:.3?}, mean {mean:.3}");
+    // Vivace-Distributed §7.3 (Fig. 6): PCC Vivace uses over 90 % of the link below 3 % random
+    // loss; its utility (c = 11.35) keeps rising with the rate up to about 5 %. That takes the
+    // loss noise filter: an MI's loss fraction at 3 % is 3 +- 1.1 % on 250 packets, worth
+    // +-12 utility units against the probes' difference of 2, and pooled when the compared MIs'
+    // fractions are within the noise. Measured: 0.922 to 0.927 of the link over the whole 30 s,
+    // slow start included (without the filter 0.21 to 0.81, mean 0.45). The ceiling is the
+    // +5 % probe: the learner settles where r(1 + e) meets the capacity, about 0.95 of it, and
+    // spends half a second climbing.
     for u in &us {
+        assert!(*u > 0.9, "utilisation {u:.3}");
         assert!(
-            *u >= 4.0 * baseline,
+            *u >= 10.0 * baseline,
             "vivace {u:.3} vs reno/cubic {baseline:.3}"
         );
     }
-    assert!(mean >= 0.35, "mean utilisation {mean:.3}");
+    assert!(mean > 0.9, "mean utilisation {mean:.3}");
 }
 
 #[test]
-fn vivace_fills_the_link_at_1_percent_random_loss_once_it_has_climbed() {
+fn vivace_fills_the_link_at_1_percent_random_loss() {
     let secs = 30;
     let mut us = vec![];
     for seed in SEEDS {
@@ -128,11 +130,28 @@ fn vivace_fills_the_link_at_1_percent_random_loss_once_it_has_climbed() {
         us.push((utilisation(&r, 0, secs), utilisation(&r, 15, secs)));
     }
     eprintln!("vivace, 1 % loss, seeds {SEEDS:?}: (0-30 s, 15-30 s) utilisation {us:.3?}");
-    // Vivace-Distributed §7.3 (Fig. 6): PCC Vivace uses over 90 % of the link below 3 % random
-    // loss. After 15 s every seed has climbed (measured 0.93 to 0.95 over 15-30 s; over the
-    // whole 30 s 0.70 to 0.93, the slow seeds' slow start having ended early on a loss).
-    for (_, late) in &us {
-        assert!(*late > 0.9, "utilisation after 15 s: {late:.3}");
+    // Vivace-Distributed §7.3 (Fig. 6): over 90 % below 3 % random loss. Measured 0.929 to
+    // 0.933 over the whole run, 0.944 to 0.947 over its second half.
+    for (all, late) in &us {
+        assert!(*all > 0.9, "utilisation over 30 s: {all:.3}");
+        assert!(*late > 0.92, "utilisation after 15 s: {late:.3}");
+    }
+}
+
+#[test]
+fn loss_beyond_what_the_utility_tolerates_still_holds_vivace_back() {
+    // The loss filter pools only differences within the noise; the loss level itself stays in
+    // the utility. Above c = 11.35's tolerance (0.9 x^-0.1 < c L beyond about 5 % at
+    // 100 Mbit/s) the utility falls with the rate and vivace backs off: measured 0.38 to 0.41
+    // of the link at 6 % loss (over seeds 1-8: 0.30 to 0.41; 0.75 to 0.81 at 5 %, 0.91 to
+    // 0.92 at 4 %).
+    let secs = 30;
+    let us: Vec<f64> = (1..=4)
+        .map(|seed| utilisation(&vivace_run(0.06, seed, secs), 0, secs))
+        .collect();
+    eprintln!("vivace, 6 % loss, seeds 1..=4: utilisation {us:.3?}");
+    for u in &us {
+        assert!(*u < 0.6, "utilisation at 6 % loss: {u:.3}");
     }
 }
 
