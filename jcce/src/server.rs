@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::UdpSocket;
 
 use crate::core::{Core, CoreConfig, CoreStats, Micros};
-use crate::wire::{self, Drop, Key, Kind, ReplayGuard, ReplyEntry, Writer};
+use crate::wire::{self, DropReason, Key, Kind, ReplayGuard, ReplyEntry, Writer};
 
 /// Service configuration.
 #[derive(Clone, Debug)]
@@ -50,16 +50,16 @@ pub struct DropCounts {
 }
 
 impl DropCounts {
-    fn count(&mut self, d: Drop) {
+    fn count(&mut self, d: DropReason) {
         let c = match d {
-            Drop::Truncated => &mut self.truncated,
-            Drop::NotJcce => &mut self.not_jcce,
-            Drop::BadMac => &mut self.bad_mac,
-            Drop::Malformed => &mut self.malformed,
-            Drop::UnexpectedKind => &mut self.unexpected_kind,
-            Drop::Replayed => &mut self.replayed,
-            Drop::ClockSkew => &mut self.clock_skew,
-            Drop::TooManySenders => &mut self.too_many_senders,
+            DropReason::Truncated => &mut self.truncated,
+            DropReason::NotJcce => &mut self.not_jcce,
+            DropReason::BadMac => &mut self.bad_mac,
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::UnexpectedKind => &mut self.unexpected_kind,
+            DropReason::Replayed => &mut self.replayed,
+            DropReason::ClockSkew => &mut self.clock_skew,
+            DropReason::TooManySenders => &mut self.too_many_senders,
         };
         *c += 1;
     }
@@ -270,11 +270,16 @@ impl Service {
         }
     }
 
-    fn respond(&mut self, datagram: &[u8], mono_us: Micros, wall_us: u64) -> Result<(), Drop> {
+    fn respond(
+        &mut self,
+        datagram: &[u8],
+        mono_us: Micros,
+        wall_us: u64,
+    ) -> Result<(), DropReason> {
         let msg = wire::open(&self.key, datagram)?;
         let h = msg.header;
         if !matches!(h.kind, Kind::Update | Kind::MetricsRequest) {
-            return Err(Drop::UnexpectedKind);
+            return Err(DropReason::UnexpectedKind);
         }
         self.replay.check(&h, wall_us)?;
         match h.kind {

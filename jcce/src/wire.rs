@@ -71,7 +71,7 @@ impl Kind {
 
 /// Why a datagram was dropped. Every drop is counted by reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-pub enum Drop {
+pub enum DropReason {
     #[error("shorter than header and tag")]
     Truncated,
     #[error("not a JCCE datagram (magic or version)")]
@@ -294,18 +294,18 @@ pub struct Message<'a> {
 
 /// Check a datagram: framing, then the tag, then the body's structure. Nothing is trusted before
 /// the tag verifies; a datagram that passes is well formed to the last byte.
-pub fn open<'a>(key: &Key, datagram: &'a [u8]) -> Result<Message<'a>, Drop> {
+pub fn open<'a>(key: &Key, datagram: &'a [u8]) -> Result<Message<'a>, DropReason> {
     if datagram.len() < HEADER_LEN + TAG_LEN || datagram.len() > MAX_DATAGRAM {
-        return Err(Drop::Truncated);
+        return Err(DropReason::Truncated);
     }
     if datagram[0..4] != MAGIC || datagram[4] != VERSION {
-        return Err(Drop::NotJcce);
+        return Err(DropReason::NotJcce);
     }
     let (signed, tag) = datagram.split_at(datagram.len() - TAG_LEN);
     if !key.verify(signed, tag) {
-        return Err(Drop::BadMac);
+        return Err(DropReason::BadMac);
     }
-    let kind = Kind::from_u8(signed[5]).ok_or(Drop::Malformed)?;
+    let kind = Kind::from_u8(signed[5]).ok_or(DropReason::Malformed)?;
     let count = u16::from_le_bytes([signed[6], signed[7]]);
     let header = Header {
         kind,
@@ -321,7 +321,7 @@ pub fn open<'a>(key: &Key, datagram: &'a [u8]) -> Result<Message<'a>, Drop> {
                 || count as usize > MAX_ENTRIES
                 || body.len() != count as usize * ENTRY_LEN
             {
-                return Err(Drop::Malformed);
+                return Err(DropReason::Malformed);
             }
             for e in body.chunks_exact(ENTRY_LEN) {
                 let ok = if kind == Kind::Update {
@@ -337,18 +337,18 @@ pub fn open<'a>(key: &Key, datagram: &'a [u8]) -> Result<Message<'a>, Drop> {
                         && (released || mean == 0.0)
                 };
                 if !ok {
-                    return Err(Drop::Malformed);
+                    return Err(DropReason::Malformed);
                 }
             }
         }
         Kind::MetricsRequest => {
             if count != 0 || !body.is_empty() {
-                return Err(Drop::Malformed);
+                return Err(DropReason::Malformed);
             }
         }
         Kind::MetricsReply => {
             if count != 0 || std::str::from_utf8(body).is_err() {
-                return Err(Drop::Malformed);
+                return Err(DropReason::Malformed);
             }
         }
     }
@@ -459,9 +459,9 @@ impl ReplayGuard {
     }
 
     /// Check an authenticated header against the replay state at wall time `now_us`.
-    pub fn check(&mut self, h: &Header, now_us: u64) -> Result<(), Drop> {
+    pub fn check(&mut self, h: &Header, now_us: u64) -> Result<(), DropReason> {
         if h.time_us.abs_diff(now_us) > self.skew_us {
-            return Err(Drop::ClockSkew);
+            return Err(DropReason::ClockSkew);
         }
         // A sender unheard of for more than twice the skew can be forgotten: every datagram it
         // sent before carries a time at least `skew` in the past and would fail the check above.
@@ -474,7 +474,7 @@ impl ReplayGuard {
         let state = match self.senders.entry(h.sender) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(_) if full => {
-                return Err(Drop::TooManySenders);
+                return Err(DropReason::TooManySenders);
             }
             std::collections::hash_map::Entry::Vacant(v) => v.insert(SenderState {
                 window: SeqWindow::default(),
@@ -482,7 +482,7 @@ impl ReplayGuard {
             }),
         };
         if !state.window.accept(h.seq) {
-            return Err(Drop::Replayed);
+            return Err(DropReason::Replayed);
         }
         state.last_accept_us = state.last_accept_us.max(now_us);
         Ok(())
@@ -607,14 +607,14 @@ mod tests {
             t[i] ^= 0x01;
             let r = open(&k, &t);
             assert!(
-                matches!(r, Err(Drop::BadMac | Drop::NotJcce)),
+                matches!(r, Err(DropReason::BadMac | DropReason::NotJcce)),
                 "byte {i}: {r:?}"
             );
         }
         let other = Key::from_bytes(&[8; 32]).unwrap();
-        assert_eq!(open(&other, &d).err(), Some(Drop::BadMac));
-        assert_eq!(open(&k, &d[..40]).err(), Some(Drop::Truncated));
-        assert_eq!(open(&k, &[0; 100]).err(), Some(Drop::NotJcce));
+        assert_eq!(open(&other, &d).err(), Some(DropReason::BadMac));
+        assert_eq!(open(&k, &d[..40]).err(), Some(DropReason::Truncated));
+        assert_eq!(open(&k, &[0; 100]).err(), Some(DropReason::NotJcce));
     }
 
     #[test]
@@ -635,19 +635,19 @@ mod tests {
         body[HEADER_LEN + 3] = 1;
         let tag = k.tag(&body);
         body.extend_from_slice(&tag);
-        assert_eq!(open(&k, &body).err(), Some(Drop::Malformed));
+        assert_eq!(open(&k, &body).err(), Some(DropReason::Malformed));
         // count disagreeing with the body length
         let mut body = raw[..raw.len() - TAG_LEN].to_vec();
         body[6] = 2;
         let tag = k.tag(&body);
         body.extend_from_slice(&tag);
-        assert_eq!(open(&k, &body).err(), Some(Drop::Malformed));
+        assert_eq!(open(&k, &body).err(), Some(DropReason::Malformed));
         // unknown kind
         let mut body = raw[..raw.len() - TAG_LEN].to_vec();
         body[5] = 9;
         let tag = k.tag(&body);
         body.extend_from_slice(&tag);
-        assert_eq!(open(&k, &body).err(), Some(Drop::Malformed));
+        assert_eq!(open(&k, &body).err(), Some(DropReason::Malformed));
     }
 
     #[test]
@@ -677,22 +677,22 @@ mod tests {
         };
         let now = 10_000_000;
         assert_eq!(g.check(&h(1, 1, now), now), Ok(()));
-        assert_eq!(g.check(&h(1, 1, now), now), Err(Drop::Replayed));
+        assert_eq!(g.check(&h(1, 1, now), now), Err(DropReason::Replayed));
         assert_eq!(
             g.check(&h(1, 2, now - 1_000_001), now),
-            Err(Drop::ClockSkew)
+            Err(DropReason::ClockSkew)
         );
         assert_eq!(
             g.check(&h(1, 2, now + 1_000_001), now),
-            Err(Drop::ClockSkew)
+            Err(DropReason::ClockSkew)
         );
         assert_eq!(g.check(&h(2, 1, now), now), Ok(()));
-        assert_eq!(g.check(&h(3, 1, now), now), Err(Drop::TooManySenders));
+        assert_eq!(g.check(&h(3, 1, now), now), Err(DropReason::TooManySenders));
         // much later, the old senders are forgotten; their old datagrams fail on time
         let later = now + 3_000_000;
         assert_eq!(g.check(&h(3, 1, later), later), Ok(()));
         assert_eq!(g.senders(), 1);
-        assert_eq!(g.check(&h(1, 1, now), later), Err(Drop::ClockSkew));
+        assert_eq!(g.check(&h(1, 1, now), later), Err(DropReason::ClockSkew));
     }
 
     #[test]
