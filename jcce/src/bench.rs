@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use tokio::net::UdpSocket;
 
-use crate::server::{Server, ServiceConfig};
+use crate::Error;
+use crate::server::{Metrics, Server, ServiceConfig};
 use crate::wire::{self, Key, Kind, Op, UpdateEntry, Writer};
 
 /// Load parameters.
@@ -75,15 +76,16 @@ struct SenderResult {
 }
 
 /// Run the benchmark.
-pub fn run(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
-    anyhow::ensure!(
-        cfg.members > 0 && cfg.groups > 0 && cfg.senders > 0,
-        "empty load"
-    );
-    anyhow::ensure!(
-        (1..=wire::MAX_ENTRIES).contains(&cfg.batch),
-        "batch must be 1..=1024"
-    );
+pub fn run(cfg: &BenchConfig) -> Result<BenchReport, Error> {
+    if cfg.members == 0 || cfg.groups == 0 || cfg.senders == 0 {
+        return Err(Error::Bench("members, groups and senders must be positive"));
+    }
+    if cfg.senders > cfg.members {
+        return Err(Error::Bench("more senders than members"));
+    }
+    if !(1..=wire::MAX_ENTRIES).contains(&cfg.batch) {
+        return Err(Error::Bench("batch must be 1..=1024"));
+    }
     let mut server_thread = None;
     let target = match cfg.target {
         Some(t) => t,
@@ -93,23 +95,30 @@ pub fn run(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             let t = std::thread::Builder::new()
                 .name("jcce-serve".into())
-                .spawn(move || {
+                .spawn(move || -> Result<Metrics, Error> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
                     rt.block_on(async move {
-                        let server =
-                            Server::bind("127.0.0.1:0".parse()?, key, ServiceConfig::default())
-                                .await?;
-                        addr_tx.send(server.local_addr()?)?;
-                        server
+                        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+                        let server = Server::bind(listen, key, ServiceConfig::default()).await?;
+                        let _ = addr_tx.send(server.local_addr()?);
+                        Ok(server
                             .run(async {
                                 let _ = stop_rx.await;
                             })
-                            .await
+                            .await)
                     })
                 })?;
-            let addr = addr_rx.recv_timeout(Duration::from_secs(10))?;
+            let addr = match addr_rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(a) => a,
+                Err(_) => {
+                    return Err(match t.join() {
+                        Ok(Err(e)) => e,
+                        _ => Error::Bench("the in-process service did not start"),
+                    });
+                }
+            };
             server_thread = Some((t, stop_tx));
             addr
         }
@@ -122,7 +131,7 @@ pub fn run(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             let cfg = cfg.clone();
             std::thread::Builder::new()
                 .name(format!("jcce-load-{t}"))
-                .spawn(move || -> anyhow::Result<SenderResult> {
+                .spawn(move || -> Result<SenderResult, Error> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
@@ -132,12 +141,12 @@ pub fn run(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         .collect::<Result<_, _>>()?;
     let mut results = Vec::new();
     for t in threads {
-        results.push(t.join().map_err(|_| anyhow::anyhow!("sender panicked"))??);
+        results.push(t.join().map_err(|_| Error::Panicked("load"))??);
     }
     let (mut service_members, mut service_groups) = (None, None);
     if let Some((t, stop)) = server_thread {
         let _ = stop.send(());
-        let m = t.join().map_err(|_| anyhow::anyhow!("server panicked"))??;
+        let m = t.join().map_err(|_| Error::Panicked("service"))??;
         service_members = Some(m.members);
         service_groups = Some(m.groups);
     }
@@ -182,12 +191,11 @@ async fn sender(
     start: Instant,
     measure_from: Instant,
     end: Instant,
-) -> anyhow::Result<SenderResult> {
+) -> Result<SenderResult, Error> {
     let sock = UdpSocket::bind("127.0.0.1:0").await?;
     sock.connect(target).await?;
     // This sender's members: global indices t, t + senders, t + 2·senders, …
     let mine: Vec<usize> = (t..cfg.members).step_by(cfg.senders).collect();
-    anyhow::ensure!(!mine.is_empty(), "more senders than members");
     let mut mi = vec![0u64; mine.len()];
     let mut next_member = 0usize;
     let sender_id: u64 = rand::random::<u64>() | 1;

@@ -22,6 +22,26 @@ pub mod server;
 pub mod sim;
 pub mod wire;
 
+/// Errors of the service, metrics and benchmark entry points.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("invalid configuration: {0}")]
+    Config(#[from] core::ConfigError),
+    #[error("no reply from {addr}: {source}")]
+    NoReply {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("unreadable metrics reply: {0}")]
+    Metrics(#[from] serde_json::Error),
+    #[error("invalid benchmark: {0}")]
+    Bench(&'static str),
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+}
+
 pub use client::{Client, ClientConfig, GroupAggregate, Member, Reachability};
 pub use core::{Aggregate, Applied, Core, CoreConfig, Micros, Outcome};
 pub use server::{Metrics, Server, Service, ServiceConfig};

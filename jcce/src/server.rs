@@ -355,7 +355,11 @@ pub struct Server {
 
 impl Server {
     /// Bind `listen` and prepare the service.
-    pub async fn bind(listen: SocketAddr, key: Key, cfg: ServiceConfig) -> anyhow::Result<Server> {
+    pub async fn bind(
+        listen: SocketAddr,
+        key: Key,
+        cfg: ServiceConfig,
+    ) -> Result<Server, crate::Error> {
         let service = Service::new(key, &cfg)?;
         let socket = UdpSocket::bind(listen).await?;
         let sweep_every = Duration::from_micros((cfg.core.member_timeout_us / 2).max(1000));
@@ -372,7 +376,7 @@ impl Server {
     }
 
     /// Serve until `shutdown` completes; returns the final metrics.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<Metrics> {
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Metrics {
         let Server {
             socket,
             mut service,
@@ -413,7 +417,7 @@ impl Server {
                 }
             }
         }
-        Ok(service.metrics(mono()))
+        service.metrics(mono())
     }
 
     async fn serve(
@@ -440,11 +444,15 @@ impl Server {
 }
 
 /// Ask a running service for its metrics (one authenticated request, `timeout` for the reply).
-pub fn fetch_metrics(addr: SocketAddr, key: &Key, timeout: Duration) -> anyhow::Result<Metrics> {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse()?
+pub fn fetch_metrics(
+    addr: SocketAddr,
+    key: &Key,
+    timeout: Duration,
+) -> Result<Metrics, crate::Error> {
+    let bind = if addr.is_ipv4() {
+        "0.0.0.0:0"
     } else {
-        "[::]:0".parse()?
+        "[::]:0"
     };
     let sock = std::net::UdpSocket::bind(bind)?;
     sock.connect(addr)?;
@@ -464,7 +472,7 @@ pub fn fetch_metrics(addr: SocketAddr, key: &Key, timeout: Duration) -> anyhow::
     loop {
         let n = sock
             .recv(&mut rbuf)
-            .map_err(|e| anyhow::anyhow!("no metrics reply from {addr}: {e}"))?;
+            .map_err(|source| crate::Error::NoReply { addr, source })?;
         let Ok(msg) = wire::open(key, &rbuf[..n]) else {
             continue;
         };

@@ -188,9 +188,9 @@ fn main() -> anyhow::Result<()> {
                     server.local_addr()?,
                     member_timeout
                 );
-                let metrics = server.run(shutdown_signal()).await?;
+                let metrics = server.run(shutdown_signal()).await;
                 tracing::info!("jcce stopping: {}", serde_json::to_string(&metrics)?);
-                Ok(())
+                anyhow::Ok(())
             })
         }
         Cmd::Metrics {

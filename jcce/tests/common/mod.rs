@@ -16,7 +16,7 @@ pub fn key() -> Key {
 pub struct Running {
     pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<Metrics>>>,
+    thread: Option<std::thread::JoinHandle<Result<Metrics, jcce::Error>>>,
 }
 
 impl Running {
@@ -30,12 +30,12 @@ impl Running {
                 .build()?;
             rt.block_on(async move {
                 let server = Server::bind(listen, key(), cfg).await?;
-                addr_tx.send(server.local_addr()?)?;
-                server
+                addr_tx.send(server.local_addr()?).unwrap();
+                Ok(server
                     .run(async {
                         let _ = stop_rx.await;
                     })
-                    .await
+                    .await)
             })
         });
         let addr = addr_rx
