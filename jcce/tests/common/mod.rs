@@ -1,4 +1,4 @@
-//! Shared helpers: a JCCE service on loopback in its own thread, raw authenticated requests.
+//! Shared by the tests: a JCCE service on loopback in its own thread, raw authenticated requests.
 
 #![allow(dead_code)]
 
