@@ -39,7 +39,7 @@
 //!   RTT samples of packets acknowledged one RTT later, and in the agent's reports up to one
 //!   report period after that; an epoch of one RTT decides again on measurements that predate
 //!   the previous decision and swings the window 4× instead of 2×. On the spine-leaf of
-//!   `tests/tests/rtcp.rs`, epochs of 1, 2, 3 and 4 RTTs give 0.76, 0.83, 0.87 and 0.86 of
+//!   `tests/tests/rtcp.rs`, epochs of 1, 2, 3 and 4 RTTs give 0.76, 0.83, 0.86 and 0.86 of
 //!   DCTCP's mean throughput.
 //! - **Loss and timeout** stay TCP's ("leaves the other default standards unchanged", §IV-C): a
 //!   loss halves the window once per loss epoch (holding it for the recovery RTT), a timeout
@@ -69,6 +69,7 @@
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::filters::Srtt;
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
@@ -301,7 +302,7 @@ pub struct Rtcp {
     /// Last congestion observation N, bytes.
     last_n: f64,
     /// Smoothed RTT, µs (0: none yet).
-    srtt_us: f64,
+    srtt: Srtt,
     /// Agent time of the previous report, µs.
     last_report_us: u64,
     /// The next window decision is due at this time, µs.
@@ -325,7 +326,7 @@ impl Rtcp {
             delay_us: 0,
             smoothed: None,
             last_n: 0.0,
-            srtt_us: 0.0,
+            srtt: Srtt::new(),
             last_report_us: 0,
             epoch_end_us: 0,
             acked_total: 0,
@@ -399,7 +400,7 @@ impl Rtcp {
         self.delay_us = 0;
         self.smoothed = None;
         self.last_n = 0.0;
-        self.srtt_us = 0.0;
+        self.srtt = Srtt::new();
         self.last_report_us = self.core.now_us();
         self.epoch_end_us = 0;
         self.acked_total = 0;
@@ -428,14 +429,7 @@ impl Rtcp {
     /// Take in the report's RTT, backlog and delivery: queueing delay, smoothed estimate S,
     /// counter H and desired rate γ.
     fn observe(&mut self, m: &Measurement) {
-        if m.rtt_samples > 0 && m.rtt_mean_us > 0 {
-            let s = m.rtt_mean_us as f64;
-            self.srtt_us = if self.srtt_us == 0.0 {
-                s
-            } else {
-                0.875 * self.srtt_us + 0.125 * s
-            };
-        }
+        let srtt = self.srtt.update(m.rtt_mean_us) as f64;
         if m.rtt_min_us > 0 {
             self.base_rtt_us = match self.base_rtt_us {
                 0 => m.rtt_min_us,
@@ -457,8 +451,8 @@ impl Rtcp {
             Some(s) => w * s + (1.0 - w) * n,
         });
         let mut dt = m.now_us.saturating_sub(self.last_report_us) as f64;
-        if self.srtt_us > 0.0 {
-            dt = dt.min(self.srtt_us);
+        if srtt > 0.0 {
+            dt = dt.min(srtt);
         }
         self.last_report_us = m.now_us;
         self.counter.advance(dt, m.acked_bytes, self.core.mss());
@@ -475,12 +469,11 @@ impl Rtcp {
     }
 
     fn next_epoch(&mut self, now_us: u64) {
-        let len = if self.srtt_us > 0.0 {
-            self.srtt_us
-        } else {
-            self.core.rtt_us() as f64
+        let len = match self.srtt.get() {
+            0 => self.core.rtt_us(),
+            s => s,
         };
-        let len = (len * self.cfg.epoch) as u64;
+        let len = (len as f64 * self.cfg.epoch) as u64;
         self.epoch_end_us = now_us.saturating_add(len);
     }
 }
