@@ -6,7 +6,8 @@ host links (100 us, 100 packets) and 4 Gbit/s fabric links (200 us, 400 packets)
 6x5 leaf-spine with 40 hosts per rack (10/40 Gbit/s, 10/20 us, 100/400 packets) at a tenth of the
 rates and ten times the delays, with the same 2:1 oversubscription of the rack uplinks. Flows
 arrive as Poisson processes with sizes from the websearch or datamining CDF; each goes from a host
-to a host of the other leaf. The agent prices them:
+to a host of the other leaf. The load is a fraction of the leaf's uplink capacity (every flow
+crosses it), offered equally by the leaf's hosts. The agent prices them:
 
   vbp  per leaf 4 BE hosts (0, 1), 2 DS hosts (0, 2) and 2 MRG hosts (0.5 Gbit/s, 2), every host
        a VBP VM (its class split among its live flows); the same load from every host.
@@ -20,7 +21,7 @@ MRG VM, n_a = the flows its host has live when it starts; FBP: theta of the MRG 
 class, as the paper does, to compare what MRG buys. Small <= 100 KB < medium <= 1 MB < big.
 
 Usage: scripts/paccp_fct.py --model vbp --workload websearch --loads 0.3,0.5,0.8 \
-           [--duration 2] [--ccp-sim PATH] [--out DIR]
+           [--duration 2] [--seeds 1,2,3] [--ccp-sim PATH] [--out DIR]
 Prints a Markdown table: mean FCT per class and size normalised to BE, and deadline-meet rates.
 """
 
@@ -36,6 +37,7 @@ LEAVES = 2
 THETA_VBP_MBIT = 500
 THETA_FBP_MBIT = 250
 DEADLINE_FLOOR_S = 0.010
+UPLINK_MBIT = 4000
 
 
 def host_ip(h):
@@ -47,9 +49,10 @@ def vbp_class(k):
     return "be" if k < 4 else ("ds" if k < 6 else "mrg")
 
 
-def scenario(model, cdf, load, duration):
+def scenario(model, cdf, load, duration, seed):
     lines = [
         f"name: paccp-{model}-load{load}",
+        f"seed: {seed}",
         f"duration: {duration + 1}s",
         "stop_when_done: true",
         "transport: {min_rto: 5ms, initial_rto: 20ms, tick: 1ms}",
@@ -93,8 +96,11 @@ def scenario(model, cdf, load, duration):
                       ("mrg", f"paccp:theta={THETA_FBP_MBIT}mbit,omega=2", 0.2 * load,
                        hosts(leaf))]
         for cls, alg, l, src in groups:
+            # The load is a fraction of the leaf's uplink (4 Gbit/s), shared by the hosts.
+            cap = UPLINK_MBIT * len(src) // HOSTS_PER_LEAF
             lines.append(
-                f"  - {{kind: poisson, load: {l:.4f}, cdf: {cdf}, alg: \"{alg}\", class: {cls}, "
+                f"  - {{kind: poisson, load: {l:.4f}, capacity: {cap}mbit, cdf: {cdf}, "
+                f"alg: \"{alg}\", class: {cls}, "
                 f"sources: [{', '.join(src)}], destinations: [{', '.join(other)}], "
                 f"stop: {duration}s}}")
     lines.append("output: {step: 100ms, flow_series: none, queue_series: false}")
@@ -105,8 +111,12 @@ def size_bucket(size):
     return "small" if size <= 100_000 else ("medium" if size <= 1_000_000 else "big")
 
 
-def analyse(flows_csv, model):
-    rows = list(csv.DictReader(open(flows_csv)))
+def analyse(flows_csvs, model):
+    rows = []
+    for i, path in enumerate(flows_csvs):
+        for r in csv.DictReader(open(path)):
+            r["src"] = f"{i}:{r['src']}"  # hosts of different runs are different hosts
+            rows.append(r)
     for r in rows:
         r["start"] = int(r["start_ns"]) / 1e9
         r["end"] = int(r["end_ns"]) / 1e9
@@ -141,6 +151,7 @@ def main():
     ap.add_argument("--workload", choices=["websearch", "datamining"], required=True)
     ap.add_argument("--loads", default="0.3,0.5,0.8")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of arrivals")
+    ap.add_argument("--seeds", default="1", help="seeds per load; their flows are pooled")
     ap.add_argument("--ccp-sim", default="ccp-sim")
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent / "../../shared/data"),
                     help="the shared data directory (holds workloads/*.csv)")
@@ -155,12 +166,15 @@ def main():
           f"deadline met overall / small / medium / big | flows (done) |")
     print("|---|---|---|---|---|")
     for load in [float(x) for x in a.loads.split(",")]:
-        d = out / f"load{load}"
-        path = out / f"load{load}.yaml"
-        path.write_text(scenario(a.model, cdf, load, a.duration))
-        subprocess.run([a.ccp_sim, "run", str(path), "--out", str(d)], check=True,
-                       stdout=subprocess.DEVNULL)
-        stats = analyse(d / "flows.csv", a.model)
+        runs = []
+        for seed in [int(x) for x in a.seeds.split(",")]:
+            d = out / f"load{load}-seed{seed}"
+            path = out / f"load{load}-seed{seed}.yaml"
+            path.write_text(scenario(a.model, cdf, load, a.duration, seed))
+            subprocess.run([a.ccp_sim, "run", str(path), "--out", str(d)], check=True,
+                           stdout=subprocess.DEVNULL)
+            runs.append(d / "flows.csv")
+        stats = analyse(runs, a.model)
 
         def mean_fct(c, b):
             v = stats.get((c, b), {"fct": []})["fct"]
