@@ -12,6 +12,7 @@
 //! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it.
 //! - [`paccp`]: price-aware Reno with per-flow (θ, ω) classes (BE, DS, MRG).
 //! - [`rtcp`]: Regulated TCP (counter H, desired rate, delay-regulated window).
+//! - [`polycc`]: several algorithms on one flow, their windows or rates fused by a policy.
 //! - [`agent`]: rules, IPC and the runtime of the `ccp-agent` binary.
 
 pub mod adapter;
@@ -27,6 +28,7 @@ pub mod ledbat;
 pub mod mi;
 pub mod paccp;
 pub mod params;
+pub mod polycc;
 pub mod program;
 pub mod registry;
 pub mod reno;

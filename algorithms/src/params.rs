@@ -52,11 +52,19 @@ impl ParamError {
     }
 }
 
+/// The key of a parameter declaration that lets an algorithm take other algorithms' parameters
+/// as `MEMBER.KEY` (a meta-algorithm such as PolyCC: `cubic.beta=0.8`). Each such setting is
+/// checked against the member's own declarations and kept as text.
+pub const MEMBER_KEYS: &str = "<member>.<key>";
+
 /// The resolved parameters of one algorithm instance: every declared key has a value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamSet {
     alg: &'static str,
     values: BTreeMap<&'static str, f64>,
+    /// Text parameters ([`Unit::Text`]) and members' parameters (`MEMBER.KEY`), as written; only
+    /// those that were set.
+    text: BTreeMap<String, String>,
 }
 
 impl ParamSet {
@@ -65,6 +73,7 @@ impl ParamSet {
         ParamSet {
             alg,
             values: specs.iter().map(|s| (s.key, s.default)).collect(),
+            text: BTreeMap::new(),
         }
     }
 
@@ -75,7 +84,31 @@ impl ParamSet {
         key: &str,
         text: &str,
     ) -> Result<(), ParamError> {
+        let bad = |message: String| ParamError::BadValue {
+            alg: self.alg.to_string(),
+            key: key.to_string(),
+            message,
+        };
+        if let Some((member, member_key)) = key.split_once('.')
+            && !specs.iter().any(|s| s.key == key)
+            && specs.iter().any(|s| s.key == MEMBER_KEYS)
+        {
+            let spec = crate::registry::lookup(member).map_err(bad)?;
+            spec.params_from([(member_key, text)])
+                .map_err(|e| bad(e.to_string()))?;
+            self.text.insert(key.to_string(), text.trim().to_string());
+            return Ok(());
+        }
         let spec = find_spec(self.alg, specs, key)?;
+        if spec.unit == Unit::Text {
+            let t = text.trim();
+            if t.is_empty() {
+                return Err(bad("empty value".into()));
+            }
+            crate::registry::check_text(self.alg, spec.key, t).map_err(bad)?;
+            self.text.insert(spec.key.to_string(), t.to_string());
+            return Ok(());
+        }
         let v = spec
             .unit
             .parse(text)
@@ -102,6 +135,21 @@ impl ParamSet {
             Some(v) => *v,
             None => panic!("algorithm {} reads undeclared parameter {key}", self.alg),
         }
+    }
+
+    /// A text parameter or a member's parameter (`MEMBER.KEY`), if it was set.
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.text.get(key).map(String::as_str)
+    }
+
+    /// Iterate the text settings `(key, text)` in key order.
+    pub fn texts(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.text.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Set an already checked text value (from another set of the same algorithm).
+    pub fn set_text(&mut self, key: &str, text: &str) {
+        self.text.insert(key.to_string(), text.to_string());
     }
 
     /// A boolean parameter.
@@ -169,7 +217,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 impl fmt::Display for ParamSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut parts: Vec<String> = self
+            .iter()
+            .filter(|(k, _)| *k != MEMBER_KEYS && !self.text.contains_key(*k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        parts.extend(self.texts().map(|(k, v)| format!("{k}={v}")));
         write!(f, "{}({})", self.alg, parts.join(", "))
     }
 }

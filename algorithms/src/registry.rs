@@ -64,7 +64,23 @@ static ALL: &[AlgorithmSpec] = &[
     crate::copa::SPEC,
     crate::rtcp::SPEC,
     crate::paccp::SPEC,
+    crate::polycc::SPEC,
 ];
+
+/// A check of one text parameter: `check(key, text)`.
+type TextCheck = fn(&str, &str) -> Result<(), String>;
+
+/// Checks of text parameters ([`crate::params::Unit::Text`]), per algorithm.
+static TEXT_CHECKS: &[(&str, TextCheck)] = &[("polycc", crate::polycc::check_text)];
+
+/// Check the text `value` of `alg`'s text parameter `key` (a name, list or expression) when it is
+/// set, so rule files, agent flags and recipes refuse a bad value at load.
+pub fn check_text(alg: &str, key: &str, value: &str) -> Result<(), String> {
+    match TEXT_CHECKS.iter().find(|(a, _)| *a == alg) {
+        Some((_, check)) => check(key, value),
+        None => Ok(()),
+    }
+}
 
 /// The algorithm called `name`.
 pub fn find(name: &str) -> Option<&'static AlgorithmSpec> {

@@ -19,6 +19,9 @@ pub enum Unit {
     Count,
     /// `true` / `false`.
     Bool,
+    /// Text kept as written (a name, a list, an expression); its canonical number is 0 and the
+    /// parameter set keeps the text.
+    Text,
 }
 
 impl Unit {
@@ -34,6 +37,7 @@ impl Unit {
             Unit::Number => "a number, e.g. 0.7",
             Unit::Count => "a whole number, e.g. 3",
             Unit::Bool => "true or false",
+            Unit::Text => "text, e.g. a name (bbr), a list (cubic+copa) or an expression",
         }
     }
 
@@ -47,6 +51,7 @@ impl Unit {
             Unit::Number => "number",
             Unit::Count => "count",
             Unit::Bool => "bool",
+            Unit::Text => "text",
         }
     }
 
@@ -55,6 +60,9 @@ impl Unit {
         let t = text.trim();
         if t.is_empty() {
             return Err("empty value".into());
+        }
+        if self == Unit::Text {
+            return Ok(0.0);
         }
         if self == Unit::Bool {
             return match t {
@@ -114,6 +122,7 @@ impl Unit {
     pub fn show(self, v: f64) -> String {
         match self {
             Unit::Bool => (v != 0.0).to_string(),
+            Unit::Text => String::new(),
             Unit::Micros if v >= 1000.0 => format!("{}ms", v / 1000.0),
             Unit::Micros => format!("{v}us"),
             Unit::Rate => format!("{}mbit", v * 8.0 / 1e6),

@@ -130,6 +130,11 @@ impl AgentCore {
                     p.set_value(k, v);
                 }
             }
+            for (k, v) in rule.params.texts() {
+                if rule.explicit.iter().any(|e| e == k) {
+                    p.set_text(k, v);
+                }
+            }
             return (rule.algorithm, p, Choice::Rule(rule.name.clone()));
         }
         if !key.requested.is_empty() {
@@ -189,18 +194,38 @@ pub fn parse_param_settings(list: &[String]) -> Result<HashMap<&'static str, Par
 }
 
 /// Split a requested algorithm `name[:key=value,key=value]` (what fits libccp's 63-byte congAlg
-/// field) into the name and its parameter overrides.
+/// field) into the name and its parameter overrides. A comma inside parentheses belongs to the
+/// value (a PolyCC fusion expression `fuse=max(bbr,cubic)`).
 pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {
     match requested.split_once(':') {
         None => (requested.trim(), vec![]),
         Some((name, rest)) => (
             name.trim(),
-            rest.split(',')
+            split_top_level(rest)
+                .into_iter()
                 .filter_map(|kv| kv.split_once('='))
                 .map(|(k, v)| (k.trim(), v.trim()))
                 .collect(),
         ),
     }
+}
+
+/// `text` split at the commas outside parentheses.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut from) = (vec![], 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                out.push(&text[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[from..]);
+    out
 }
 
 /// The one portus algorithm the agent registers: it routes every flow to a controller.
