@@ -26,8 +26,10 @@
 //! * `rate_incoming`: a delivery-rate sample as BBR takes it (draft-cheng-iccrg-delivery-rate-
 //!   estimation): bytes delivered between sending and acknowledging the most recently sent newly
 //!   acknowledged packet, over the longer of the send and ACK intervals (over the last
-//!   max(srtt, 1 ms) when no sample applies); `rate_outgoing`: sent bytes per second over the
-//!   last max(srtt, 1 ms).
+//!   max(srtt, 1 ms) when no sample applies); `rate_outgoing`: the same bytes over the send
+//!   interval alone, the rate at which that packet's round was sent (sent bytes per second over
+//!   the last max(srtt, 1 ms) when no sample applies). So `min(rate_incoming, rate_outgoing)` is
+//!   the delivery-rate sample, as from the simulator, whose `rate_incoming` is the ACK rate.
 //! * gauges: bytes and packets in flight, `bytes_pending` = stream bytes not yet sent plus
 //!   bytes queued for retransmission (`u32::MAX` while a duration-mode flow runs without a
 //!   rate cap: its supply is unlimited).
@@ -1108,25 +1110,33 @@ impl<'a> FlowSender<'a> {
         self.pop_resolved();
         let window = self.rtt.smoothed().clamp(1_000, 1_000_000);
         let windowed = self.delivery_rate.update(now, self.delivered, window);
-        self.rate_in = match sample_pkt {
+        let windowed_out = self.send_rate.update(now, self.sent_cum, window);
+        (self.rate_in, self.rate_out) = match sample_pkt {
             // A delivery-rate sample as BBR takes it: bytes delivered since the packet was sent,
-            // over the longer of its send and ACK intervals, so ACK compression cannot inflate it.
+            // over the longer of its send and ACK intervals, so ACK compression cannot inflate it;
+            // and the send rate over the same packets (not the last srtt's, which a controller
+            // that takes the smaller of the two would mix with a later phase of its sending).
             Some(p) => {
                 self.delivered_time_us = now;
                 self.first_sent_us = p.time_us;
                 let send_elapsed = p.time_us.saturating_sub(p.first_sent_us);
                 let ack_elapsed = now.saturating_sub(p.delivered_time_us);
                 let interval = send_elapsed.max(ack_elapsed);
+                let data = u128::from(self.delivered - p.delivered);
                 if interval > 0 && p.delivered_time_us > 0 {
-                    ((self.delivered - p.delivered) as u128 * 1_000_000 / u128::from(interval))
-                        as u64
+                    let rate_in = (data * 1_000_000 / u128::from(interval)) as u64;
+                    let rate_out = if send_elapsed > 0 {
+                        (data * 1_000_000 / u128::from(send_elapsed)) as u64
+                    } else {
+                        windowed_out
+                    };
+                    (rate_in, rate_out)
                 } else {
-                    windowed
+                    (windowed, windowed_out)
                 }
             }
-            None => windowed,
+            None => (windowed, windowed_out),
         };
-        self.rate_out = self.send_rate.update(now, self.sent_cum, window);
         self.invoke(s, now, false);
         true
     }
