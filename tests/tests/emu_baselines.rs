@@ -23,6 +23,17 @@
 //! `our_bbr_keeps_the_queue_small_like_kernel_bbr`; each prints the side-by-side table
 //! (`cargo test --release -p ccp-tests --test emu_baselines -- --nocapture`).
 //!
+//! BBR, ours against the kernel's (7 runs; queueing delay = ping RTT − idle-link ping RTT):
+//!
+//! | flow       | utilisation | queue p50  | queue p95  |
+//! |------------|-------------|------------|------------|
+//! | ccp bbr    | 98.5–99.6 % | 0.4–0.7 ms | 4.6–6.7 ms |
+//! | kernel bbr | 99.7–100 %  | 2.7–3.1 ms | 6.5–8.0 ms |
+//!
+//! Ours paces 1 % below its bandwidth estimate, as Linux does; without that margin
+//! (`bbr:pacing-margin=0`) its median queue was 0.5–14.8 ms, see
+//! `our_bbr_keeps_the_queue_small_like_kernel_bbr`.
+//!
 //! Needs root and `/dev/net/tun` (namespaces, TUN devices), `ping`, and the release binaries
 //! (`cargo build --release --bins`); without them every test says why and skips. The testbed's
 //! drop removes every namespace, device and process; the file checks that nothing with its
@@ -83,6 +94,7 @@ struct Row {
     ping_p10_ms: f64,
     ping_p50_ms: f64,
     ping_p90_ms: f64,
+    ping_p95_ms: f64,
     /// Median of the flow's own smoothed RTT, ms.
     own_srtt_p50_ms: f64,
     /// Packets the bottleneck dropped while the flow ran.
@@ -121,21 +133,30 @@ impl Table {
         );
         let _ = writeln!(
             s,
-            "{:<13} {:>6} {:>22} {:>17} {:>10} {:>6} {:>6}",
-            "flow", "util", "ping RTT p10/p50/p90", "queue p50", "own srtt", "drops", "retx"
+            "{:<13} {:>6} {:>29} {:>17} {:>12} {:>10} {:>6} {:>6}",
+            "flow",
+            "util",
+            "ping RTT p10/p50/p90/p95",
+            "queue p50",
+            "queue p95",
+            "own srtt",
+            "drops",
+            "retx"
         );
         for r in &self.rows {
             let q = r.ping_p50_ms - self.base_rtt_ms;
             let _ = writeln!(
                 s,
-                "{:<13} {:>5.1}% {:>6.1}/{:>6.1}/{:>6.1} ms {:>6.1} ms {:>4.2}×RTT {:>7.1} ms {:>6} {:>6}",
+                "{:<13} {:>5.1}% {:>5.1}/{:>5.1}/{:>5.1}/{:>5.1} ms {:>6.1} ms {:>4.2}×RTT {:>9.1} ms {:>7.1} ms {:>6} {:>6}",
                 r.label,
                 r.utilisation * 100.0,
                 r.ping_p10_ms,
                 r.ping_p50_ms,
                 r.ping_p90_ms,
+                r.ping_p95_ms,
                 q,
                 q / self.base_rtt_ms,
+                r.ping_p95_ms - self.base_rtt_ms,
                 r.own_srtt_p50_ms,
                 r.drops,
                 r.retransmits
@@ -455,6 +476,7 @@ fn measure() -> Result<Table, NoTable> {
                 ping_p10_ms: quantile(&mut ping, 0.1),
                 ping_p50_ms: quantile(&mut ping, 0.5),
                 ping_p90_ms: quantile(&mut ping, 0.9),
+                ping_p95_ms: quantile(&mut ping, 0.95),
                 own_srtt_p50_ms: quantile(&mut own, 0.5),
                 drops: d1 - d0,
                 retransmits,
@@ -733,7 +755,11 @@ fn every_flow_fills_the_link() {
     // After start-up a single long flow of any of these algorithms keeps a 50 Mbit/s link
     // busy: the loss-based ones never let the window fall below the BDP (with a 4-BDP buffer a
     // halved window is still 2.5 BDP), and BBR paces at the bottleneck rate. 85 % leaves room
-    // for emulator timing on a loaded machine. Measured (7 runs): 99.3-100 % for every flow.
+    // for emulator timing on a loaded machine. Measured (7 runs): 99.3-100 % for every flow;
+    // since our BBR paces 1 % below its estimate (21 runs): 98.0-99.6 % for it, 99.5-100 % for
+    // the others; once more (a loaded machine, before ccp-udp reported the send rate of the
+    // sampled packets) our BBR had 60.9 % with an empty queue and its own srtt 0.8 ms above
+    // the usual, which did not recur.
     for r in &t.rows {
         assert!(
             r.utilisation >= 0.85,
@@ -755,7 +781,8 @@ fn cubic_fills_the_buffer_ours_and_the_kernels() {
     // (50 ms) queued from the first loss on. The bound asks for half the buffer's delay (41 ms,
     // about 2 base RTTs) at the median; a pacing, model-based flow (BBR) stays far below it.
     // Measured (7 runs): 62.7-65.1 ms for our Cubic, 64.4-64.9 ms for the kernel's; our Reno
-    // 36.4-52.2 ms.
+    // 36.4-52.2 ms. 22 later runs: our Cubic 60.5-72.4 ms and twice 42.7 and 44.3 ms (close to
+    // the bound), the kernel's 64.5-65.0 ms, our Reno 35.8-53.3 ms.
     let bound = buffer_delay_ms() / 2.0;
     for label in ["ccp cubic", "kernel cubic"] {
         let q = t.inflation_ms(label);
@@ -779,10 +806,6 @@ fn cubic_fills_the_buffer_ours_and_the_kernels() {
 }
 
 #[test]
-#[ignore = "known failure, left open in the baseline-pool issue: on the emulator our bbr keeps \
-            ~0.7 base RTT queued (14.4-14.7 ms) where kernel bbr keeps 0.14 (2.8-3.3 ms); its \
-            bandwidth filter takes the max of per-report delivery-rate samples that scatter by \
-            ~1 % on a real transport. Run with --ignored to check a fix."]
 fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     let Some(t) = table("our_bbr_keeps_the_queue_small_like_kernel_bbr") else {
         return;
@@ -792,26 +815,43 @@ fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     let base = t.base_rtt_ms;
     // BBR v1 in ProbeBW paces at its bottleneck-bandwidth estimate; only the 1.25 phase (one RTT
     // in eight) queues, at most a quarter BDP (5 ms here), and the 0.75 phase after it drains
-    // that. So the median queueing delay of a BBR that estimates the bandwidth right is a few
-    // ms, as the kernel's BBR shows on this very link. Bound: at most twice the kernel's median,
-    // or half the base RTT (10 ms, two quarter-BDP probes), whichever is larger. A BBR whose
-    // estimate runs above the link's rate queues until its in-flight cap (2 BDP) binds, i.e. up
-    // to one BDP (20 ms); a loss-based flow queues the buffer (80 ms).
+    // that. So the queue of a BBR that does not pace above the link rate is empty most of the
+    // time, as the kernel's BBR shows on this very link. Bound: at most twice the kernel's
+    // median, or a quarter of the base RTT (one probe's quarter BDP, 5 ms), whichever is larger.
+    // A BBR whose gain-1 phases pace above the link rate queues the excess until its in-flight
+    // cap (2 BDP) binds, i.e. up to one BDP (20 ms); a loss-based flow queues the buffer (80 ms).
     //
-    // Measured (7 runs): kernel BBR 2.8-3.3 ms (0.14-0.16 base RTT); ours 14.4-14.7 ms (0.71-0.72
-    // base RTT) in 6 runs and 7.9 ms in one, so this check fails as a rule. Our flow's trace
-    // shows why: its pacing rate at gain 1 is 48.2-48.5 Mbit/s of payload against the 48.14 the
-    // link carries (BtlBw, a max over ten rounds of per-report delivery-rate samples that
-    // scatter by about ±1 % on a real transport, lands above the true rate). The queue then
-    // grows by about 4 ms/s until in-flight meets the 2-BDP window (≈ 215 of 250 KB), and it
-    // stays until ProbeRTT. In the simulator the samples are exact and the median queue is 0
-    // (tests/tests/delay_based.rs).
-    let bound = (2.0 * kernels).max(0.5 * base);
+    // Why pacing "at BtlBw" can be above the link rate: BtlBw is a max over ten rounds of
+    // delivery-rate samples, which scatter by about ±0.5 % on a real transport (ACK timing in a
+    // userspace sender and emulator), so it lands above the true rate — measured 0.2-0.3 % for
+    // ours at the median (up to 1.4 %), 0.2-2 % for the kernel's (`TCP_CC_INFO`) on this link.
+    // Draft-00 BBR has nothing that drains the queue such an overestimate builds until
+    // ProbeRTT; Linux paces 1 % below the estimate (`bbr_pacing_margin_percent`), and so does
+    // ours (`pacing-margin`, see bbr.rs).
+    //
+    // Measured (7 runs): ours 0.4-0.7 ms at the median (0.02-0.03 base RTT), 4.6-6.7 ms at p95,
+    // utilisation 98.5-99.6 %; kernel BBR 2.7-3.1 ms, 6.5-8.0 ms, 99.7-100 %. Without the margin
+    // (`bbr:pacing-margin=0`, 7 runs) ours was 0.5, 0.7, 1.7, 4.3, 10.4, 14.7 and 14.8 ms at the
+    // median (p95 up to 20 ms), before it 7.9-14.7 ms in 7 runs: the queue grows by 2-4 ms/s
+    // when the run's estimate is high (0.3 % in the 14.7 ms runs), until in-flight meets the
+    // 2-BDP window.
+    let bound = (2.0 * kernels).max(0.25 * base);
     assert!(
         ours <= bound,
         "our bbr queues {ours:.1} ms at the median ({:.2} base RTT), kernel bbr {kernels:.1} ms: \
-         above max(2 × kernel, 0.5 base RTT) = {bound:.1} ms{}",
+         above max(2 × kernel, 0.25 base RTT) = {bound:.1} ms{}",
         ours / base,
+        t.render()
+    );
+    // Nor does a queue stand in the tail: the 95th percentile within twice the kernel's, or half
+    // the base RTT (two probes' worth).
+    let p95 = |label: &str| t.row(label).ping_p95_ms - base;
+    let (ours95, kernels95) = (p95("ccp bbr"), p95("kernel bbr"));
+    let bound95 = (2.0 * kernels95).max(0.5 * base);
+    assert!(
+        ours95 <= bound95,
+        "our bbr queues {ours95:.1} ms at p95, kernel bbr {kernels95:.1} ms: above \
+         max(2 × kernel, 0.5 base RTT) = {bound95:.1} ms{}",
         t.render()
     );
     // And far below a buffer-filling flow's: a third of our Cubic's.
