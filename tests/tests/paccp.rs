@@ -390,3 +390,123 @@ fn vbp_splits_a_vms_class_among_its_flows_and_the_bills_add_up() {
         }
     }
 }
+
+// -------------------------------------------------------------------------------------------
+// The real agent: pricing policy, control socket, bill at exit
+// -------------------------------------------------------------------------------------------
+
+/// `ccp-agent ctl --ctl SOCKET ARGS...`: (success, answer).
+fn ctl(socket: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(ccp_tests::workspace_bin("ccp-agent").unwrap())
+        .arg("ctl")
+        .arg("--ctl")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn the_agent_takes_class_changes_on_its_control_socket_and_writes_the_bill() {
+    use ccp_engine::FlowInfo;
+    use ccp_tests::{Agent, TestDatapath, ack};
+    use std::time::Duration;
+    const MSS: u32 = 1448;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("pricing.yaml");
+    std::fs::write(
+        &policy,
+        "vms:\n  - {name: tenant, src: 10.0.0.1, model: fbp}\n",
+    )
+    .unwrap();
+    let (ctl_sock, bill) = (dir.path().join("agent.ctl"), dir.path().join("bill.json"));
+    let agent = Agent::start(
+        dir.path(),
+        &[
+            "--default-alg",
+            "paccp",
+            "--pricing",
+            policy.to_str().unwrap(),
+            "--ctl",
+            ctl_sock.to_str().unwrap(),
+            "--bill",
+            bill.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
+    let mut dp = TestDatapath::connect(dir.path(), "dp", &agent.socket).unwrap();
+    assert!(
+        dp.poll_until(Duration::from_secs(5), |d| d
+            .engine
+            .agent_version()
+            .is_some()),
+        "agent never answered READY"
+    );
+    let sid = dp
+        .start_flow(FlowInfo {
+            init_cwnd: 10 * MSS,
+            mss: MSS,
+            src_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+            src_port: 40000,
+            dst_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+            dst_port: 5201,
+            cong_alg: "paccp".into(),
+        })
+        .unwrap();
+    // Slow start, one MSS acknowledged per 1 ms step (5 ms RTT): the window's growth per step.
+    let growth = |dp: &mut TestDatapath, steps: usize| {
+        let cwnd = |dp: &TestDatapath| {
+            dp.seen
+                .cwnd
+                .get(&sid)
+                .and_then(|v| v.last())
+                .copied()
+                .unwrap_or(10 * MSS)
+        };
+        let start = cwnd(dp);
+        for _ in 0..steps {
+            dp.poll();
+            let w = cwnd(dp);
+            let _ = dp.invoke(sid, &ack(MSS, 5_000, w, w / 2));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        f64::from(cwnd(dp) - start)
+    };
+    growth(&mut dp, 20);
+    let be = growth(&mut dp, 60);
+    let (ok, answer) = ctl(
+        &ctl_sock,
+        &["set-class", "10.0.0.1:40000", "ds", "--weight", "3"],
+    );
+    assert!(ok && answer.starts_with("ok"), "{answer}");
+    growth(&mut dp, 20);
+    let ds = growth(&mut dp, 60);
+    println!("slow-start growth per 60 ms: BE {be} bytes, then DS (ω = 3) {ds} bytes");
+    // Eq. 17: (3 − 3^(1−ω))/2 per acknowledged byte, 1 for BE, 1.44 for ω = 3.
+    assert!(ds / be > 1.3, "BE {be}, DS {ds}");
+    let (ok, answer) = ctl(&ctl_sock, &["set-class", "10.9.9.9:1", "ds"]);
+    assert!(!ok && answer.starts_with("error:"), "{answer}");
+    let (ok, answer) = ctl(&ctl_sock, &["bill"]);
+    let live: serde_json::Value = serde_json::from_str(answer.trim()).unwrap();
+    assert!(ok && live["flows"][0]["class"] == "ds", "{live}");
+    dp.end_flow(sid).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(agent.stop().unwrap().success());
+    let b: serde_json::Value = serde_json::from_slice(&std::fs::read(&bill).unwrap()).unwrap();
+    let (vm, flow) = (&b["vms"][0], &b["flows"][0]);
+    assert_eq!(
+        (vm["vm"].as_str(), flow["flow"].as_str()),
+        (Some("tenant"), Some("10.0.0.1:40000"))
+    );
+    assert_eq!(flow["class_changes"], 1);
+    let sum = vm["base"].as_f64().unwrap() + flow["bill"].as_f64().unwrap();
+    assert!((vm["bill"].as_f64().unwrap() - sum).abs() < 1e-9, "{b}");
+    assert!(
+        flow["bill"].as_f64().unwrap() > 0.0 && flow["bytes"].as_u64().unwrap() > 0,
+        "{b}"
+    );
+}
