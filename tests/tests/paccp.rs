@@ -510,3 +510,31 @@ fn the_agent_takes_class_changes_on_its_control_socket_and_writes_the_bill() {
         "{b}"
     );
 }
+
+#[test]
+fn with_fast_host_links_ds_gets_its_weight_on_the_uplink() {
+    // Fig. 4's first case (MRG (0.2 Gbit/s, 1)) with 10 Gbit/s host links: the uplink is then
+    // the flows' only queue. Measured: BE/DS/MRG 408/717/396 Mbit/s, DS/BE 1.76 (1.31 with the
+    // scaled 1 Gbit/s host links, see long_lived_classes_match_the_optimum_as_in_fig_4).
+    let mut s = leaf_spine(200, 1.0, &[], 4);
+    if let ccp_sim::scenario::TopologySpec::LeafSpine(l) = &mut s.topology {
+        l.host_link.rate = Some(ccp_sim::scenario::Rate::from_bits(10_000_000_000));
+    }
+    let r = run(&s, None).unwrap();
+    let (rates, above) = class_rates(&r, SEC, 4 * SEC, 200e6);
+    let ratio = rates[1] / rates[0];
+    println!(
+        "10 Gbit/s host links: BE/DS/MRG {:.0}/{:.0}/{:.0} Mbit/s, DS/BE {ratio:.2}, MRG >= θ in \
+         {:.1} % of 10 ms samples",
+        rates[0],
+        rates[1],
+        rates[2],
+        100.0 * above
+    );
+    assert!((1.5..=2.0).contains(&ratio), "DS/BE {ratio:.2}");
+    assert!(
+        above >= 0.9 && rates[2] >= 200.0,
+        "MRG {:.0}, {above:.3}",
+        rates[2]
+    );
+}
