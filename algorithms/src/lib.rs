@@ -9,7 +9,8 @@
 //!   estimators they share (windowed min/max filters, round counting, srtt, report period).
 //! - [`dctcp`], [`ledbat`], [`timely`]: the datacenter and background baselines (ECN fraction,
 //!   delay target, RTT gradient).
-//! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it.
+//! - [`mi`]: the monitor-interval engine of the online learners; [`vivace`]: PCC Vivace on it;
+//!   [`hercules`]: Hercules on it (per-flow requirements, HRF fairness).
 //! - [`paccp`]: price-aware Reno with per-flow (θ, ω) classes (BE, DS, MRG).
 //! - [`rtcp`]: Regulated TCP (counter H, desired rate, delay-regulated window).
 //! - [`polycc`]: several algorithms on one flow, their windows or rates fused by a policy.
@@ -24,6 +25,7 @@ pub mod copa;
 pub mod cubic;
 pub mod dctcp;
 pub mod filters;
+pub mod hercules;
 pub mod ledbat;
 pub mod mi;
 pub mod paccp;

@@ -88,7 +88,8 @@
 //! - **Moving** (`moving`, Hercules; off for Vivace): after a decision the engine keeps moving in
 //!   that direction, one MI at each new rate (holding it until scored), each step computed from the
 //!   last two (rate, utility) points, until the utility drops; it then returns to the previous
-//!   rate and probes. The first step compares against the mean utility of the round's probes.
+//!   rate and probes, with τ and k reset (the next move starts from the smallest step). The
+//!   first step compares against the mean utility of the round's probes.
 //!   Without it every decision is followed by a new probing round (Vivace, Vivace-Distributed).
 //!
 //! # Step size ([`Stepper`])
@@ -1420,7 +1421,10 @@ impl<U: Utility> MiEngine<U> {
                 }
             }
             _ => {
+                // The step overshot: back to the previous rate, and the next move starts small
+                // again (τ and k reset) instead of growing the step that just failed.
                 self.base = prev.0;
+                self.stepper.reset();
                 self.begin_round();
             }
         }

@@ -65,6 +65,7 @@ static ALL: &[AlgorithmSpec] = &[
     crate::rtcp::SPEC,
     crate::paccp::SPEC,
     crate::polycc::SPEC,
+    crate::hercules::SPEC,
 ];
 
 /// A check of one text parameter: `check(key, text)`.

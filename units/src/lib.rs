@@ -85,6 +85,11 @@ impl Unit {
             return Err(format!("{t:?} must be a finite, non-negative value"));
         }
         let suffix = suffix.trim();
+        // Rates may be written per second: `10Mbit/s`, `500kbit/s`.
+        let suffix = match self {
+            Unit::Rate => suffix.strip_suffix("/s").unwrap_or(suffix),
+            _ => suffix,
+        };
         let scale = match (self, suffix) {
             (_, "") => 1.0,
             (Unit::Bytes, "B") => 1.0,
@@ -160,6 +165,9 @@ mod tests {
         assert_eq!(Unit::Micros.parse("1s").unwrap(), 1e6);
         assert_eq!(Unit::Micros.parse("250").unwrap(), 250.0);
         assert_eq!(Unit::Rate.parse("100mbit").unwrap(), 12_500_000.0);
+        assert_eq!(Unit::Rate.parse("100Mbit/s").unwrap(), 12_500_000.0);
+        assert_eq!(Unit::Rate.parse("10kbit/s").unwrap(), 1_250.0);
+        assert!(Unit::Micros.parse("10ms/s").is_err());
         assert_eq!(Unit::Bytes.parse("64KiB").unwrap(), 65536.0);
         assert_eq!(Unit::Bytes.parse("200M").unwrap(), 200e6);
         assert_eq!(Unit::Micros.parse("2min").unwrap(), 120e6);

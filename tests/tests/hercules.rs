@@ -1,0 +1,229 @@
+//! Hercules in the simulator, running in the real agent in virtual time on the paper's setting
+//! (§V-A): five flows with requirements 10 kbit/s, 100 kbit/s, 1, 10 and 100 Mbit/s (maxima 1.5×
+//! the minima) on one bottleneck with a 20 ms base RTT, against the same five flows run by cubic,
+//! bbr and vivace. Satisfaction ratio = mean delivery rate / minimum requirement; a protocol's
+//! worst case is its smallest satisfaction ratio over flows and capacities.
+//!
+//! Runs are scaled to what a test can afford: 20 s per run (the paper: 30-s trials, 70 of them),
+//! rates averaged from 8 s on, one seed; the full sweeps are the recipes in
+//! experiments/recipes/hercules/. Each test prints what it measured (docs/results/hercules.md
+//! records the figures).
+
+use ccp_sim::scenario::{
+    Amount, DumbbellSpec, Dur, FlowSpec, LinkSpec, Rate, Scenario, TopologySpec, example,
+};
+use ccp_sim::{SimResult, run};
+
+const SEC: u64 = 1_000_000_000;
+/// Minimum requirements, bit/s (§V-A).
+const MINIMA: [u64; 5] = [10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
+const SECS: u64 = 20;
+const FROM: u64 = 8;
+
+/// A dumbbell of one sender per flow: `capacity` bit/s bottleneck, 20 ms base RTT
+/// (1 + 8 + 1 ms each way), a 1-BDP drop-tail buffer, 1 Gbit/s access links.
+fn dumbbell(flows: Vec<FlowSpec>, capacity: u64, secs: u64) -> Scenario {
+    let mut s = example("dumbbell").unwrap();
+    s.duration = Dur::secs(secs);
+    let bdp = capacity / 8 * 20 / 1000;
+    let bottleneck =
+        LinkSpec::new(Rate::from_bits(capacity), Dur::ms(8)).with_buffer(Amount::Bytes(bdp));
+    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
+        senders: flows.len() as u32,
+        receivers: None,
+        bottleneck,
+        access: LinkSpec::new(Rate::from_bits(1_000_000_000), Dur::ms(1)),
+        sender_delays: vec![],
+    });
+    s.flows = flows
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut f)| {
+            f.src = format!("s{i}");
+            f.dst = format!("r{i}");
+            f
+        })
+        .collect();
+    s.output.step = Dur::ms(100);
+    s
+}
+
+/// The five §V-A flows run by `alg`; all but the 100 Mbit/s flow bounded at 1.5× their minimum
+/// unless `all_unbounded` (an application limit for every algorithm; Hercules also caps itself).
+fn five_flows(alg: &str, all_unbounded: bool) -> Vec<FlowSpec> {
+    MINIMA
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let bounded = !all_unbounded && i < 4;
+            let name = if alg == "hercules" {
+                format!("hercules:min={a}bit,bounded={bounded}")
+            } else {
+                alg.to_string()
+            };
+            let mut f = FlowSpec::bulk("", "", &name);
+            if bounded {
+                f.rate_cap = Some(Rate::from_bits(a * 3 / 2));
+            }
+            f
+        })
+        .collect()
+}
+
+/// Mean delivery rate of flow `f` in (from, to] s, bit/s.
+fn rate(r: &SimResult, f: u32, from: u64, to: u64) -> f64 {
+    let at = |t: u64| {
+        r.flow_samples(f)
+            .filter(|s| s.time_ns <= t * SEC)
+            .map(|s| s.delivered_bytes)
+            .last()
+            .unwrap_or(0)
+    };
+    (at(to) - at(from)) as f64 * 8.0 / (to - from) as f64
+}
+
+/// Satisfaction ratios of the five flows, and the utilisation.
+fn satisfaction(alg: &str, all_unbounded: bool, capacity: u64) -> (Vec<f64>, f64) {
+    let r = run(
+        &dumbbell(five_flows(alg, all_unbounded), capacity, SECS),
+        None,
+    )
+    .unwrap();
+    assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
+    let rates: Vec<f64> = (0..5).map(|f| rate(&r, f, FROM, SECS)).collect();
+    let util = rates.iter().sum::<f64>() / capacity as f64;
+    let sat = rates
+        .iter()
+        .zip(MINIMA)
+        .map(|(x, a)| x / a as f64)
+        .collect();
+    (sat, util)
+}
+
+fn worst(s: &[f64]) -> f64 {
+    s.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// Figs. 5–6 over the three capacities: (worst-case satisfaction over capacities, the 100 Mbit/s
+/// flow's satisfaction per capacity, utilisation per capacity) for `alg`.
+fn sweep(alg: &str, all_unbounded: bool) -> (f64, Vec<f64>, Vec<f64>) {
+    let mut w = f64::INFINITY;
+    let (mut big, mut util) = (vec![], vec![]);
+    for capacity in CAPACITIES {
+        let (s, u) = satisfaction(alg, all_unbounded, capacity);
+        let scenario = if all_unbounded {
+            "all unbounded"
+        } else {
+            "single unbounded"
+        };
+        eprintln!(
+            "{alg}, {scenario}, {} Mbit/s: satisfaction {s:.3?}, utilisation {u:.3}",
+            capacity / 1_000_000
+        );
+        w = w.min(worst(&s));
+        big.push(s[4]);
+        util.push(u);
+    }
+    (w, big, util)
+}
+
+/// The paper's three congestion levels, bit/s.
+const CAPACITIES: [u64; 3] = [95_000_000, 120_000_000, 135_000_000];
+
+/// Mean delivery rates, Mbit/s, of `flows` (run for `secs`) in (from, secs].
+fn rates(flows: Vec<FlowSpec>, capacity: u64, secs: u64, from: u64) -> Vec<f64> {
+    let n = flows.len() as u32;
+    let r = run(&dumbbell(flows, capacity, secs), None).unwrap();
+    assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
+    (0..n).map(|f| rate(&r, f, from, secs) / 1e6).collect()
+}
+
+#[test]
+fn all_unbounded_hercules_gives_the_100_mbit_flow_twice_what_fair_share_protocols_give() {
+    let (h, h_big, h_util) = sweep("hercules", true);
+    let mut best: f64 = 0.0;
+    for alg in ["cubic", "bbr", "vivace"] {
+        let (w, big, _) = sweep(alg, true);
+        best = best.max(w);
+        // Every baseline splits the link about evenly: the 100 Mbit/s flow gets a fifth of it.
+        for (hb, b) in h_big.iter().zip(&big) {
+            assert!(
+                hb >= &(2.0 * b),
+                "100 Mbit/s flow: hercules {hb:.3} vs {alg} {b:.3}"
+            );
+        }
+    }
+    eprintln!(
+        "worst case: hercules {h:.3}, best baseline {best:.3} ({:.2}x)",
+        h / best
+    );
+    // Paper (Fig. 5a): 3.5x the best baseline. Measured here: 0.455 against bbr's 0.205, 2.2x
+    // (the small unbounded flows climb far above their maxima instead of yielding; see
+    // docs/results/hercules.md). The test holds the direction with the margin measured.
+    assert!(h >= 2.0 * best, "hercules {h:.3} vs {best:.3}");
+    // Paper: median utilisation 94.2 %. Measured 0.96.
+    for u in h_util {
+        assert!(u >= 0.9, "utilisation {u:.3}");
+    }
+}
+
+#[test]
+fn single_unbounded_hercules_satisfies_the_100_mbit_flow_when_the_capacity_allows() {
+    let (_, big, util) = sweep("hercules", false);
+    // 120 and 135 Mbit/s hold every minimum (111.11 Mbit/s in all): the unbounded 100 Mbit/s
+    // flow gets at least 90 % of its minimum (paper, Fig. 6: 92 % and 97 %; measured 0.97 and
+    // 1.11 here, where the four others are bounded at their maxima).
+    assert!(big[1] >= 0.9 && big[2] >= 0.9, "100 Mbit/s flow: {big:.3?}");
+    for u in util {
+        assert!(u >= 0.9, "utilisation {u:.3}");
+    }
+}
+
+#[test]
+#[ignore = "does not reproduce: the paper's 1.5x (single unbounded) and 3.5x (all unbounded) worst-case ratios; measured 0.64x and 2.2x (docs/results/hercules.md)"]
+fn worst_case_satisfaction_ratios_of_the_paper() {
+    let (h1, _, _) = sweep("hercules", false);
+    let (ha, _, _) = sweep("hercules", true);
+    let (mut b1, mut ba): (f64, f64) = (0.0, 0.0);
+    for alg in ["cubic", "bbr", "vivace"] {
+        b1 = b1.max(sweep(alg, false).0);
+        ba = ba.max(sweep(alg, true).0);
+    }
+    eprintln!(
+        "single unbounded {:.2}x, all unbounded {:.2}x",
+        h1 / b1,
+        ha / ba
+    );
+    assert!(h1 >= 1.5 * b1 && ha >= 3.5 * ba);
+}
+
+#[test]
+fn two_flows_of_the_same_requirement_converge_after_a_late_arrival() {
+    // Fig. 9c: two flows requiring 50 Mbit/s on 95 Mbit/s, the second from 10 s.
+    let mk = |start: u64| {
+        let mut f = FlowSpec::bulk("", "", "hercules:min=50mbit");
+        f.start = Dur::secs(start);
+        f
+    };
+    let x = rates(vec![mk(0), mk(10)], 95_000_000, 40, 25);
+    eprintln!("two 50 Mbit/s flows, 25-40 s: {x:.2?} Mbit/s");
+    let ratio = x[0].min(x[1]) / x[0].max(x[1]);
+    assert!(ratio >= 0.8, "rates {x:.2?}");
+    assert!(x[0] + x[1] >= 0.9 * 95.0, "rates {x:.2?}");
+}
+
+#[test]
+fn a_hercules_flow_shares_with_a_cubic_flow_of_the_same_requirement() {
+    // Fig. 12: Hercules flows requiring 100 and 5 Mbit/s and one cubic flow (requirement
+    // 100 Mbit/s) on 95 Mbit/s.
+    let flows = vec![
+        FlowSpec::bulk("", "", "hercules:min=100mbit"),
+        FlowSpec::bulk("", "", "hercules:min=5mbit"),
+        FlowSpec::bulk("", "", "cubic"),
+    ];
+    let x = rates(flows, 95_000_000, 40, 20);
+    eprintln!("hercules 100, hercules 5, cubic, 20-40 s: {x:.2?} Mbit/s");
+    // Same requirement, same rate: measured 37.70 against 37.65 Mbit/s.
+    let ratio = x[0].min(x[2]) / x[0].max(x[2]);
+    assert!(ratio >= 0.8, "rates {x:.2?}");
+}
