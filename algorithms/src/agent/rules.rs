@@ -365,7 +365,11 @@ fn parse_port_range(s: &str) -> Result<(u32, u32), String> {
     }
 }
 
-pub(crate) fn parse_match(doc: &Document, node: &Node, path: &str) -> Result<Match, Vec<ConfigError>> {
+pub(crate) fn parse_match(
+    doc: &Document,
+    node: &Node,
+    path: &str,
+) -> Result<Match, Vec<ConfigError>> {
     let mut errs = vec![];
     if matches!(node.value, crate::config::Value::Null) {
         return Ok(Match::default());
