@@ -14,10 +14,13 @@
 //! - [`paccp`]: price-aware Reno with per-flow (θ, ω) classes (BE, DS, MRG).
 //! - [`rtcp`]: Regulated TCP (counter H, desired rate, delay-regulated window).
 //! - [`polycc`]: several algorithms on one flow, their windows or rates fused by a policy.
+//! - [`vivace_distributed`]: Vivace with the group's mean throughput from JCCE; [`aggregator`]:
+//!   how a flow reaches JCCE (the real service or its simulated core).
 //! - [`agent`]: rules, IPC and the runtime of the `ccp-agent` binary.
 
 pub mod adapter;
 pub mod agent;
+pub mod aggregator;
 pub mod bbr;
 pub mod config;
 pub mod controller;
@@ -38,6 +41,7 @@ pub mod rtcp;
 pub mod timely;
 pub mod vegas;
 pub mod vivace;
+pub mod vivace_distributed;
 pub mod window;
 
 pub use controller::{

@@ -60,6 +60,7 @@ static ALL: &[AlgorithmSpec] = &[
     crate::ledbat::SPEC,
     crate::timely::SPEC,
     crate::vivace::SPEC,
+    crate::vivace_distributed::SPEC,
     crate::bbr::SPEC,
     crate::copa::SPEC,
     crate::rtcp::SPEC,

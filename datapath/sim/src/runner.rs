@@ -10,6 +10,7 @@ use crate::sim::{RunCounters, World};
 use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
+use ccp_algorithms::aggregator::{AggregatorSource, SharedSim, SimSource, with_source};
 use ccp_algorithms::agent::ipc::Screened;
 use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
@@ -135,6 +136,11 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
     let world = Arc::new(Mutex::new(World::build(scenario, seed, clock.clone())?));
     let time: Arc<dyn TimeSource> = Arc::new(clock);
     let mut core = AgentCore::new(default_alg, base, Rules::default(), None, time.clone());
+    let jcce = scenario.agent.jcce.clone().unwrap_or_default();
+    let jcce_us = jcce.latency.0 / 1000;
+    let jcce = SimSource::new(time.clone(), jcce_us, jcce_us, jcce.min_group)
+        .map_err(|e| SimError::Invalid(format!("agent.jcce: {e}")))?;
+    let jcce: Arc<dyn AggregatorSource> = Arc::new(SharedSim(Arc::new(jcce)));
     if let Some(p) = pricing(scenario, time)? {
         core = core.with_pricing(p);
     }
@@ -144,10 +150,13 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
         SimIpc::new(world.clone(), stop.clone()),
         core.screen.clone(),
     );
-    let ended = portus::RunBuilder::new(BackendBuilder { sock: ipc })
-        .default_alg(Pool(core.clone()))
-        .with_stop_handle(stop.clone())
-        .run();
+    // Flows are built on this thread by the portus loop: they find the simulated JCCE here.
+    let ended = with_source(Some(jcce), || {
+        portus::RunBuilder::new(BackendBuilder { sock: ipc })
+            .default_alg(Pool(core.clone()))
+            .with_stop_handle(stop.clone())
+            .run()
+    });
     let mut w = world
         .lock()
         .map_err(|_| SimError::Agent("the simulation panicked".into()))?;

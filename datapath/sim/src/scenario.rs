@@ -337,6 +337,36 @@ pub struct AgentSpec {
     /// report of a priced flow at or after `at`. Needs `pricing`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<AgentCommand>,
+    /// JCCE, the aggregation service `vivace-distributed` flows publish to: its core in virtual
+    /// time. Absent: the defaults of [`JcceSpec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jcce: Option<JcceSpec>,
+}
+
+/// The simulated JCCE service (one per simulation, shared by every host's agent).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JcceSpec {
+    /// One-way latency between an agent and JCCE, each way. Default 1 ms (the paper does not
+    /// give one; a service inside the JointCloud's region).
+    #[serde(default = "default_jcce_latency")]
+    pub latency: Dur,
+    /// Minimum group size k below which JCCE withholds the mean (count). Default 1, the paper's.
+    #[serde(default = "one_u32")]
+    pub min_group: u32,
+}
+
+fn default_jcce_latency() -> Dur {
+    Dur::us(1000)
+}
+
+impl Default for JcceSpec {
+    fn default() -> Self {
+        JcceSpec {
+            latency: default_jcce_latency(),
+            min_group: 1,
+        }
+    }
 }
 
 /// A control command the agent runs at a given time.
@@ -364,6 +394,7 @@ impl Default for AgentSpec {
             ipc_delay: default_ipc_delay(),
             pricing: None,
             commands: vec![],
+            jcce: None,
         }
     }
 }

@@ -1,0 +1,757 @@
+//! Vivace-Distributed (seeds/000, "distributed congestion control for JointCloud"): PCC Vivace's
+//! online gradient ascent with an aggregative variable in the utility, the mean delivered
+//! throughput `T_avg` of the flow's group, computed by JCCE from every member's publications.
+//!
+//! # The algorithm as built
+//!
+//! The monitor intervals, slow start, probing, the step rule, the double check and the loss
+//! noise filter are the shared engine of [`crate::mi`], configured as the paper's Table 1 and
+//! ALGORITHMS.md say; this module supplies the utility, the JCCE link and the hold:
+//!
+//! - **Utility** (eq. 1): `u = x^t + d·T_avg − b·x·dRTT/dT − c·x·L`, `t = 0.9`, `b = 1900`,
+//!   `c = 11.35`, `d = 1000`, `x` and `T_avg` in Mbit/s; the RTT gradient's noise filter
+//!   `flt_latency = 0.01` (Algorithm 1). `x^t − b·x·dRTT/dT − c·x·L` is
+//!   [`crate::vivace::VivaceUtility`] with `b = 1900`.
+//! - **`T_avg`** (§5.1, eq. 16): the mean delivered throughput of the group's `n` live members in
+//!   their latest MI. Every completed MI the flow publishes its delivered throughput (its rate times
+//!   the fraction of its packets delivered, [`delivered_throughput`]) to JCCE through its [`Aggregator`];
+//!   JCCE answers with the group's mean and `n`, never another member's value. When an MI is
+//!   scored, the latest answer is one JCCE round trip old and contains this flow's own value of
+//!   an earlier MI; the utility replaces that own value by the scored MI's throughput:
+//!   `T_avg = (n·mean − own_earlier + own_now)/n`. The others' part is the freshest JCCE has;
+//!   the flow's own part is exact, so a lone flow (`n = 1`) scores `T_avg` = its own
+//!   throughput, as eq. 2 says for one sender. The others' sum is what a member can already
+//!   infer from a reply and its own value, so nothing leaks beyond what JCCE reveals. An MI's
+//!   `T_avg` is fixed when it is first scored (the loss filter may re-score it). The scored MI's
+//!   own throughput is `min(x·(1 − L), (1 + ε)·delivered/duration)` with the loss filter's
+//!   (pooled) `L` ([`scored_throughput`]): with `d = 1000` a throughput difference of 1 Mbit/s
+//!   is worth 1000 utility units, so the noise of a measured throughput (random loss, reports
+//!   straddling MI boundaries) would outweigh the loss penalty that stops the rate above the
+//!   capacity; `x·(1 − L)` is free of that noise below the capacity, and the measured value caps
+//!   it above. This is a project choice; docs/results/vivace-distributed.md records what the
+//!   alternatives did and that the paper's throughput claims do not reproduce yet.
+//! - **Hold until the first aggregate** (Algorithm 1, lines 8–10): the flow sends at its initial
+//!   rate and publishes its delivered throughput once per smoothed RTT until the first reply
+//!   arrives; then the learner starts (slow start at the initial rate).
+//! - **Fallback**: while JCCE is unreachable (or withholds the mean because the group is smaller
+//!   than its minimum size, or no JCCE is configured) the `d·T_avg` term is dropped and the flow
+//!   runs as plain Vivace with this algorithm's rate control; the log says so once per change,
+//!   and the term returns with the next aggregate. A flow that cannot reach JCCE at its start
+//!   does not wait: it starts learning at once as plain Vivace.
+//! - **Rate control** (Table 1, ALGORITHMS.md): one probe pair per decision (`probe-pairs` = 1),
+//!   `ε = 0.05`, `Δr = m(τ)·θ₀·γ`, `θ₀ = 1`, `ω = ω₀ + k·δ` with `ω₀ = 0.05` and `δ = 0.1`
+//!   (`omega-step`), double check on, MI = 1 smoothed RTT (`mi-rtts` of the smoothed RTT), at
+//!   least `mi-min-packets` packets. Project choices shared with [`crate::vivace`]: the loss
+//!   noise filter, the RTT-gradient t-test, the slow-start loss allowance, the initial rate.
+//! - **Group** (`group`): the JCCE group id, a number (`vivace-distributed:group=12`); flows of
+//!   one tenant or job share a group.
+//!
+//! Control mode is [`ControlMode::Rate`], as Vivace.
+
+use crate::aggregator::{Aggregator, current_source};
+use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::mi::{DeliveryCounter, MBIT, MiEngine, MiStats, RttBase, Utility};
+use crate::params::{ParamSet, ParamSpec, Unit};
+use crate::registry::AlgorithmSpec;
+use crate::vivace::{self, VivaceConfig, VivaceUtility};
+use std::collections::VecDeque;
+use tracing::{info, warn};
+
+const SOURCE: &str = "Vivace-Distributed (seeds/000) eq. 1 and Table 1";
+
+/// Vivace's parameter `i`, with another default, help and source.
+const fn vivace_param(
+    i: usize,
+    default: f64,
+    help: &'static str,
+    source: &'static str,
+) -> ParamSpec {
+    ParamSpec {
+        default,
+        help,
+        source,
+        ..vivace::PARAMS[i]
+    }
+}
+
+/// Every parameter of Vivace-Distributed, with unit, default and source. Those it shares with
+/// Vivace keep Vivace's documentation unless the paper sets them differently.
+pub const PARAMS: &[ParamSpec] = &[
+    vivace_param(
+        0,
+        0.9,
+        "throughput exponent t of u = x^t + d*T_avg - b*x*dRTT/dT - c*x*L (x in Mbit/s)",
+        SOURCE,
+    ),
+    vivace_param(1, 1900.0, "RTT-gradient penalty b of the utility", SOURCE),
+    vivace_param(2, 11.35, "loss penalty c of the utility", SOURCE),
+    ParamSpec {
+        key: "d",
+        unit: Unit::Number,
+        default: 1000.0,
+        help: "weight d of the group's mean throughput T_avg (Mbit/s) in the utility",
+        source: SOURCE,
+    },
+    vivace::PARAMS[3],
+    vivace_param(
+        4,
+        1.0,
+        "pairs of probe MIs per decision (r(1 + epsilon), r(1 - epsilon) in random order)",
+        "Vivace-Distributed Algorithm 1 (one pair of MIs per decision)",
+    ),
+    vivace::PARAMS[5],
+    vivace::PARAMS[6],
+    vivace_param(
+        7,
+        0.1,
+        "boundary increment: omega = omega0 + k * omega-step after k consecutive clipped moves",
+        "Vivace-Distributed Table 1 (increment 0.1); ALGORITHMS.md",
+    ),
+    vivace::PARAMS[8],
+    vivace::PARAMS[9],
+    vivace::PARAMS[10],
+    vivace::PARAMS[11],
+    vivace_param(
+        12,
+        1.0,
+        "monitor interval length, in smoothed RTTs",
+        "ALGORITHMS.md (Vivace-Distributed: MI = 1 smoothed RTT)",
+    ),
+    vivace::PARAMS[13],
+    vivace::PARAMS[14],
+    vivace_param(
+        15,
+        1.0,
+        "re-run an anomalous probe MI (lower loss at a higher rate, higher throughput at a lower rate) before trusting it",
+        "Vivace-Distributed §6 and Algorithm 1, lines 4-6",
+    ),
+    vivace::PARAMS[16],
+    vivace::PARAMS[17],
+    vivace::PARAMS[18],
+    vivace::PARAMS[19],
+    ParamSpec {
+        key: "group",
+        unit: Unit::Count,
+        default: 1.0,
+        help: "JCCE group id: flows of one group share their mean throughput T_avg",
+        source: "Vivace-Distributed §5.1 (the clouds sharing a bottleneck); project choice of a numeric id",
+    },
+];
+
+/// Vivace-Distributed, as the registry lists it.
+pub const SPEC: AlgorithmSpec = AlgorithmSpec {
+    name: "vivace-distributed",
+    summary: "Vivace-Distributed (JointCloud): Vivace with the group's JCCE mean throughput in u = x^0.9 + 1000 T_avg - 1900 x dRTT/dT - 11.35 x L",
+    params: PARAMS,
+    build,
+};
+
+fn build(params: &ParamSet) -> Box<dyn Controller> {
+    let cfg = DistributedConfig::from_params(params);
+    let link = current_source().map(|s| s.member(cfg.group));
+    Box::new(VivaceDistributed::new(cfg, link))
+}
+
+/// Vivace-Distributed's configuration, resolved from its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DistributedConfig {
+    /// Vivace's utility terms and the rate control (MI = smoothed RTT, one probe pair, ...).
+    pub vivace: VivaceConfig,
+    /// Weight of `T_avg` (Mbit/s) in the utility.
+    pub d: f64,
+    /// JCCE group id.
+    pub group: u64,
+}
+
+impl Default for DistributedConfig {
+    fn default() -> Self {
+        DistributedConfig::from_params(&ParamSet::defaults(SPEC.name, PARAMS))
+    }
+}
+
+impl DistributedConfig {
+    /// Read the configuration from resolved parameters (clamping out-of-range values).
+    pub fn from_params(p: &ParamSet) -> Self {
+        let mut vivace = VivaceConfig::from_params(p);
+        vivace.mi.length.base = RttBase::Smoothed;
+        DistributedConfig {
+            vivace,
+            d: p.get("d").max(0.0),
+            group: p.get("group").max(0.0) as u64,
+        }
+    }
+}
+
+/// Whether the `d·T_avg` term is in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Scoring with the group's aggregate.
+    Distributed,
+    /// Plain Vivace: no JCCE, JCCE unreachable, or the mean withheld.
+    Fallback,
+}
+
+/// The utility `u = x^t + d·T_avg − b·x·dRTT/dT − c·x·L` with its JCCE member.
+pub struct DistributedUtility {
+    pub vivace: VivaceUtility,
+    pub d: f64,
+    link: Option<Box<dyn Aggregator>>,
+    /// This flow's publications: (MI number, bytes/s), the last few.
+    own: VecDeque<(u64, f64)>,
+    /// The others' part of `T_avg` each recent MI was scored with: (MI id, (others' sum in
+    /// bytes/s, n)), `None` for plain Vivace.
+    scored: VecDeque<(u64, Option<(f64, u32)>)>,
+    mode: Option<Mode>,
+    next_mi: u64,
+    /// How far the measured throughput may fall below `x·(1 − L)` before it caps it (ε).
+    pub tolerance: f64,
+}
+
+/// How many publications and scored MIs the utility remembers.
+const MEMORY: usize = 64;
+
+impl DistributedUtility {
+    /// The utility of `d` and `vivace`'s terms, reaching JCCE through `link` (`None`: plain
+    /// Vivace).
+    pub fn new(vivace: VivaceUtility, d: f64, link: Option<Box<dyn Aggregator>>) -> Self {
+        DistributedUtility {
+            vivace,
+            d,
+            link,
+            own: VecDeque::new(),
+            scored: VecDeque::new(),
+            mode: None,
+            next_mi: 1,
+            tolerance: 0.05,
+        }
+    }
+
+    /// The utility of sending at `x_mbit` with gradient, loss and group mean `t_avg_mbit`
+    /// (`None`: the term is dropped).
+    pub fn value(&self, x_mbit: f64, gradient: f64, loss: f64, t_avg_mbit: Option<f64>) -> f64 {
+        self.vivace.value(x_mbit, gradient, loss) + t_avg_mbit.map_or(0.0, |t| self.d * t)
+    }
+
+    /// Publish a measured throughput (bytes/s) under the next MI number.
+    pub fn publish(&mut self, bytes_per_s: f64) {
+        let mi = self.next_mi;
+        self.next_mi += 1;
+        if let Some(link) = self.link.as_mut() {
+            link.publish(mi, bytes_per_s);
+            self.own.push_back((mi, bytes_per_s));
+            if self.own.len() > MEMORY {
+                self.own.pop_front();
+            }
+        }
+    }
+
+    /// Whether a reply from JCCE has arrived (the hold ends), or there is no point waiting
+    /// for one (no JCCE, or unreachable).
+    pub fn ready(&mut self) -> bool {
+        match self.link.as_mut() {
+            None => true,
+            Some(l) => !l.reachable() || l.latest().is_some(),
+        }
+    }
+
+    /// Whether the `d·T_avg` term was in use at the last scoring (`None` before any).
+    pub fn mode(&self) -> Option<Mode> {
+        self.mode
+    }
+
+    fn set_mode(&mut self, mode: Mode, why: &'static str) {
+        if self.mode != Some(mode) {
+            match mode {
+                Mode::Distributed => info!(why, "vivace-distributed: JCCE aggregate in use"),
+                Mode::Fallback => warn!(why, "vivace-distributed: running as plain vivace"),
+            }
+            self.mode = Some(mode);
+        }
+    }
+
+    /// The others' part of `T_avg` from the latest reply: (sum of the others' values, n).
+    fn others(&mut self) -> Option<(f64, u32)> {
+        let Some(link) = self.link.as_mut() else {
+            self.set_mode(Mode::Fallback, "no JCCE configured");
+            return None;
+        };
+        if !link.reachable() {
+            self.set_mode(Mode::Fallback, "JCCE unreachable");
+            return None;
+        }
+        let Some(view) = link.latest() else {
+            self.set_mode(Mode::Fallback, "no JCCE reply yet");
+            return None;
+        };
+        let Some(mean) = view.mean else {
+            self.set_mode(
+                Mode::Fallback,
+                "JCCE withholds the mean (group below its minimum)",
+            );
+            return None;
+        };
+        self.set_mode(Mode::Distributed, "JCCE replied");
+        let n = view.n.max(1);
+        let own = self
+            .own
+            .iter()
+            .find(|(mi, _)| *mi == view.mi)
+            .map(|(_, v)| *v)
+            .unwrap_or(mean);
+        Some(((mean * f64::from(n) - own).max(0.0), n))
+    }
+
+    /// `T_avg` (Mbit/s) for `mi`: fixed at its first scoring.
+    fn t_avg(&mut self, mi: &MiStats) -> Option<f64> {
+        let others = match self.scored.iter().find(|(id, _)| *id == mi.id) {
+            Some((_, o)) => *o,
+            None => {
+                let o = self.others();
+                self.scored.push_back((mi.id, o));
+                if self.scored.len() > MEMORY {
+                    self.scored.pop_front();
+                }
+                o
+            }
+        };
+        others.map(|(sum, n)| (sum + scored_throughput(mi, self.tolerance)) / f64::from(n) / MBIT)
+    }
+}
+
+/// The MI's delivered throughput as published, bytes/s: its rate times the fraction of its
+/// packets delivered (delivered bytes over the time its packets took to send).
+pub fn delivered_throughput(mi: &MiStats) -> f64 {
+    let p = mi.packets();
+    if p > 0.0 {
+        mi.rate * mi.delivered_packets() / p
+    } else {
+        0.0
+    }
+}
+
+/// The throughput an MI is scored with, bytes/s: `x·(1 − L)` with the loss fraction the
+/// utility uses (the loss filter's pooled fraction when the compared MIs' losses do not differ
+/// significantly, so random loss does not make one probe look faster than the other), capped
+/// by the measured delivered throughput plus `tolerance` (a sender above the capacity, or
+/// limited by its window, delivers less than `x·(1 − L)`).
+pub fn scored_throughput(mi: &MiStats, tolerance: f64) -> f64 {
+    let implied = mi.rate * (1.0 - mi.loss_fraction()).max(0.0);
+    implied.min((1.0 + tolerance) * mi.throughput())
+}
+
+impl Utility for DistributedUtility {
+    fn utility(&mut self, mi: &MiStats) -> Option<f64> {
+        let t = self.t_avg(mi);
+        Some(self.value(mi.rate_in(MBIT), mi.rtt_gradient, mi.loss_fraction(), t))
+    }
+}
+
+/// Holding the initial rate until JCCE's first reply.
+struct Hold {
+    start: FlowStart,
+    decision: Decision,
+    delivery: DeliveryCounter,
+    bytes: f64,
+    since_us: u64,
+    srtt_us: Option<f64>,
+}
+
+/// A Vivace-Distributed controller for one flow.
+pub struct VivaceDistributed {
+    engine: MiEngine<DistributedUtility>,
+    hold: Option<Hold>,
+}
+
+impl VivaceDistributed {
+    /// A controller with `cfg` reaching JCCE through `link` (`None`: plain Vivace), before its
+    /// flow starts.
+    pub fn new(cfg: DistributedConfig, link: Option<Box<dyn Aggregator>>) -> Self {
+        let utility = DistributedUtility::new(cfg.vivace.utility, cfg.d, link);
+        VivaceDistributed {
+            engine: MiEngine::new(cfg.vivace.mi, utility),
+            hold: None,
+        }
+    }
+
+    /// The monitor-interval engine (state, statistics, the utility and its JCCE member).
+    pub fn engine(&self) -> &MiEngine<DistributedUtility> {
+        &self.engine
+    }
+
+    /// Whether the flow still holds its initial rate, waiting for JCCE's first reply.
+    pub fn holding(&self) -> bool {
+        self.hold.is_some()
+    }
+
+    fn on_hold(&mut self, m: &Measurement) -> Decision {
+        let Some(h) = self.hold.as_mut() else {
+            return Decision::default();
+        };
+        h.bytes += h.delivery.delivered(m) as f64;
+        if m.rtt_samples > 0 && m.rtt_mean_us > 0 {
+            let s = m.rtt_mean_us as f64;
+            h.srtt_us = Some(h.srtt_us.map_or(s, |v| v + 0.125 * (s - v)));
+        }
+        let elapsed = m.now_us.saturating_sub(h.since_us);
+        // The first publication goes out with the first report, the next once per smoothed RTT.
+        let first = h.since_us == h.start.now_us;
+        let due = first || h.srtt_us.is_some_and(|s| elapsed as f64 >= s);
+        if due && elapsed > 0 {
+            let tput = h.bytes * 1e6 / elapsed as f64;
+            h.bytes = 0.0;
+            h.since_us = m.now_us;
+            self.engine.utility_mut().publish(tput);
+        }
+        if self.engine.utility_mut().ready() {
+            let start = FlowStart {
+                now_us: m.now_us,
+                ..h.start.clone()
+            };
+            self.hold = None;
+            return self.engine.start(&start);
+        }
+        Decision {
+            report: None,
+            ..h.decision
+        }
+    }
+
+    fn publish_completed(&mut self) {
+        let tputs: Vec<f64> = self
+            .engine
+            .completed()
+            .iter()
+            .map(|c| delivered_throughput(&c.stats))
+            .collect();
+        for t in tputs {
+            self.engine.utility_mut().publish(t);
+        }
+    }
+}
+
+impl Controller for VivaceDistributed {
+    fn name(&self) -> &'static str {
+        SPEC.name
+    }
+
+    fn mode(&self) -> ControlMode {
+        ControlMode::Rate
+    }
+
+    fn on_start(&mut self, start: &FlowStart) -> Decision {
+        let decision = self.engine.start(start);
+        if self.engine.utility_mut().link.is_some() && !self.engine.utility_mut().ready() {
+            self.hold = Some(Hold {
+                start: start.clone(),
+                decision,
+                delivery: DeliveryCounter::default(),
+                bytes: 0.0,
+                since_us: start.now_us,
+                srtt_us: None,
+            });
+        }
+        decision
+    }
+
+    fn on_measurement(&mut self, m: &Measurement) -> Decision {
+        if self.hold.is_some() {
+            return self.on_hold(m);
+        }
+        let d = self.engine.on_measurement(m);
+        self.publish_completed();
+        d
+    }
+
+    fn calibrate(&mut self, fused: Fused) {
+        if self.hold.is_none() {
+            self.engine.calibrate(fused);
+        }
+    }
+
+    fn cwnd(&self) -> u32 {
+        self.engine.cwnd()
+    }
+
+    fn rate(&self) -> Option<u64> {
+        Some(self.engine.rate().round() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregator::GroupView;
+    use crate::mi::testpath::FluidPath;
+    use crate::mi::{Role, State};
+    use crate::vivace::Vivace;
+    use std::sync::{Arc, Mutex};
+
+    /// A JCCE stand-in: replies come back at once when `answering`; with `others` members
+    /// publishing `others_value` bytes/s each, the mean includes them.
+    #[derive(Default)]
+    struct Fake {
+        reachable: bool,
+        answering: bool,
+        others: u32,
+        others_value: f64,
+        published: Vec<(u64, f64)>,
+        reply: Option<GroupView>,
+    }
+
+    #[derive(Clone)]
+    struct FakeLink(Arc<Mutex<Fake>>);
+
+    impl FakeLink {
+        fn new(reachable: bool, answering: bool) -> Self {
+            FakeLink(Arc::new(Mutex::new(Fake {
+                reachable,
+                answering,
+                ..Fake::default()
+            })))
+        }
+        fn set(&self, f: impl FnOnce(&mut Fake)) {
+            f(&mut self.0.lock().unwrap());
+        }
+    }
+
+    impl Aggregator for FakeLink {
+        fn publish(&mut self, mi: u64, v: f64) {
+            let mut f = self.0.lock().unwrap();
+            f.published.push((mi, v));
+            if f.answering && f.reachable {
+                let n = f.others + 1;
+                f.reply = Some(GroupView {
+                    mean: Some((v + f64::from(f.others) * f.others_value) / f64::from(n)),
+                    n,
+                    mi,
+                    age_us: 0,
+                });
+            }
+        }
+        fn latest(&mut self) -> Option<GroupView> {
+            self.0.lock().unwrap().reply
+        }
+        fn reachable(&self) -> bool {
+            self.0.lock().unwrap().reachable
+        }
+    }
+
+    fn stats(id: u64, rate_mbit: f64, gradient: f64, delivered_pkts: f64, lost: f64) -> MiStats {
+        MiStats {
+            id,
+            role: Role::Probe { pair: 0, up: true },
+            rate: rate_mbit * MBIT,
+            start_us: 0,
+            end_us: 30_000,
+            delivered_bytes: delivered_pkts * 1448.0,
+            lost_packets: lost,
+            excused_packets: 0.0,
+            mss: 1448.0,
+            rtt: vec![],
+            rtt_gradient: gradient,
+            pooled_loss: None,
+        }
+    }
+
+    fn start() -> FlowStart {
+        FlowStart {
+            mss: 1448,
+            init_cwnd: 14_480,
+            now_us: 0,
+        }
+    }
+
+    #[test]
+    fn parameters_are_the_papers() {
+        let c = DistributedConfig::default();
+        let u = c.vivace.utility;
+        assert_eq!(
+            (u.t, u.b, u.c, c.d, c.group),
+            (0.9, 1900.0, 11.35, 1000.0, 1)
+        );
+        let m = &c.vivace.mi;
+        assert_eq!(
+            (m.epsilon, m.probe_pairs, m.theta0, m.omega0, m.omega_step),
+            (0.05, 1, 1.0, 0.05, 0.1)
+        );
+        assert_eq!(m.amplifier, crate::mi::Amplifier::Vivace);
+        assert!(m.double_check && m.slow_start && !m.moving);
+        assert_eq!((m.length.base, m.length.rtts), (RttBase::Smoothed, 1.0));
+        assert_eq!(m.gradient.threshold, 0.01);
+        let keys: Vec<&str> = PARAMS.iter().map(|p| p.key).collect();
+        for k in [
+            "t",
+            "b",
+            "c",
+            "d",
+            "epsilon",
+            "omega-step",
+            "double-check",
+            "group",
+        ] {
+            assert!(keys.contains(&k), "{k}");
+        }
+        // Every parameter Vivace reads exists here (the shared config reads them).
+        for p in vivace::PARAMS {
+            assert!(keys.contains(&p.key), "{}", p.key);
+        }
+        let p = SPEC.params_from([("group", "42"), ("d", "0")]).unwrap();
+        let c = DistributedConfig::from_params(&p);
+        assert_eq!((c.group, c.d), (42, 0.0));
+    }
+
+    #[test]
+    fn the_utility_matches_eq_1_by_hand() {
+        let link = FakeLink::new(true, true);
+        link.set(|f| {
+            f.others = 1;
+            f.others_value = 60.0 * MBIT;
+        });
+        let mut u = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(link.clone())),
+        );
+        // This flow published 40 Mbit/s in its MI 1: JCCE answers n = 2, mean 50 Mbit/s.
+        u.publish(40.0 * MBIT);
+        // The scored MI: 50 Mbit/s sent, gradient 0.02, 97 of 100 packets delivered in 30 ms.
+        let s = stats(9, 50.0, 0.02, 97.0, 3.0);
+        let own = (50.0 * 0.97f64).min(1.05 * s.throughput() / MBIT);
+        let t_avg = (60.0 + own) / 2.0;
+        let want = 50f64.powf(0.9) + 1000.0 * t_avg - 1900.0 * 50.0 * 0.02 - 11.35 * 50.0 * 0.03;
+        let got = u.utility(&s).unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        assert_eq!(u.mode(), Some(Mode::Distributed));
+        // Re-scoring the same MI (the loss filter does) keeps its T_avg even if JCCE moved on.
+        link.set(|f| f.others_value = 10.0 * MBIT);
+        u.publish(45.0 * MBIT);
+        assert!((u.utility(&s).unwrap() - want).abs() < 1e-6);
+        // A lone flow's T_avg is its own throughput: d times it.
+        let mut lone = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(FakeLink::new(true, true))),
+        );
+        lone.publish(1.0);
+        let s = stats(1, 10.0, 0.0, 25.0, 0.0);
+        let v = lone.utility(&s).unwrap();
+        let want = 10f64.powf(0.9) + 1000.0 * 10f64.min(1.05 * s.throughput() / MBIT);
+        assert!((v - want).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_group_term_rewards_delivered_throughput_despite_random_loss() {
+        // The rate rule's input: the two probes of a pair at 100 Mbit/s +-5 % with 3 % random
+        // loss and no queue. Vivace's utility barely rises with the rate (x^0.9 against c*x*L),
+        // so one lost packet more or less flips it; d*T_avg makes the + probe win by far.
+        let base = DistributedConfig::default().vivace.utility;
+        let u = DistributedUtility::new(base, 1000.0, None);
+        let (up, down) = (105.0, 95.0);
+        let d_avg = |x: f64| Some(x * 0.97);
+        let gain = u.value(up, 0.0, 0.03, d_avg(up)) - u.value(down, 0.0, 0.03, d_avg(down));
+        assert!(gain > 9_000.0, "{gain}");
+        let plain = u.value(up, 0.0, 0.03, None) - u.value(down, 0.0, 0.03, None);
+        assert!(plain < 5.0 && plain > 0.0, "{plain}");
+        // Above capacity (100 Mbit/s, the queue growing 5 % of the rate per unit time) the + probe
+        // delivers no more than the - probe and its RTT gradient costs b*x*0.05: it loses.
+        let over = u.value(up, 0.05, 0.0, Some(100.0)) - u.value(down, 0.0, 0.0, Some(95.0));
+        assert!(over < 0.0, "{over}");
+    }
+
+    #[test]
+    fn holds_its_rate_until_the_first_aggregate() {
+        let link = FakeLink::new(true, false);
+        let mut c =
+            VivaceDistributed::new(DistributedConfig::default(), Some(Box::new(link.clone())));
+        let mut path = FluidPath::new(30_000, 100.0 * MBIT, 75_000.0);
+        let d = path.start(&mut c);
+        assert_eq!(d.rate, Some(144_800));
+        assert!(c.holding());
+        path.run_until(&mut c, 1_000_000);
+        // A second without a reply: still at the initial rate, publishing once per RTT.
+        assert!(c.holding());
+        assert_eq!(
+            path.rates.iter().map(|r| r.1).collect::<Vec<_>>(),
+            [144_800.0]
+        );
+        let n = link.0.lock().unwrap().published.len();
+        assert!(
+            (25..=40).contains(&n),
+            "{n} publications in 1 s at a 30 ms RTT"
+        );
+        // The first aggregate arrives: the learner starts and slow start doubles the rate.
+        link.set(|f| f.answering = true);
+        path.run_until(&mut c, 1_400_000);
+        assert!(!c.holding());
+        assert!(path.rates.iter().any(|r| r.1 > 4.0 * 144_800.0));
+        assert_eq!(c.engine().utility().mode(), Some(Mode::Distributed));
+        // Publications carry strictly increasing MI numbers.
+        let p = link.0.lock().unwrap().published.clone();
+        assert!(p.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn an_unreachable_jcce_means_plain_vivace_and_the_term_returns_with_it() {
+        let link = FakeLink::new(false, true);
+        let mut c =
+            VivaceDistributed::new(DistributedConfig::default(), Some(Box::new(link.clone())));
+        let mut path = FluidPath::new(30_000, 100.0 * MBIT, 75_000.0);
+        path.start(&mut c);
+        // Unreachable from the start: no hold, plain Vivace.
+        assert!(!c.holding());
+        path.run_until(&mut c, 3_000_000);
+        assert_eq!(c.engine().utility().mode(), Some(Mode::Fallback));
+        let scored: Vec<_> = c.engine().completed().to_vec();
+        for s in scored.iter().filter(|s| s.utility.is_some()) {
+            let u = c.engine().utility();
+            let plain = u.value(
+                s.stats.rate_in(MBIT),
+                s.stats.rtt_gradient,
+                s.stats.loss_fraction(),
+                None,
+            );
+            assert!((s.utility.unwrap() - plain).abs() < 1e-9);
+        }
+        // JCCE comes back: the term returns.
+        link.set(|f| f.reachable = true);
+        path.run_until(&mut c, 4_000_000);
+        assert_eq!(c.engine().utility().mode(), Some(Mode::Distributed));
+        // And goes again.
+        link.set(|f| f.reachable = false);
+        path.run_until(&mut c, 5_000_000);
+        assert_eq!(c.engine().utility().mode(), Some(Mode::Fallback));
+        assert_ne!(c.engine().state(), State::SlowStart);
+    }
+
+    #[test]
+    fn without_jcce_it_starts_at_once_as_plain_vivace() {
+        let mut c = VivaceDistributed::new(DistributedConfig::default(), None);
+        assert_eq!(
+            (c.name(), c.mode()),
+            ("vivace-distributed", ControlMode::Rate)
+        );
+        c.on_start(&start());
+        assert!(!c.holding());
+        assert_eq!(c.engine().state(), State::SlowStart);
+    }
+
+    #[test]
+    fn beats_vivace_on_a_lossy_fluid_path() {
+        // 100 Mbit/s, 30 ms, 75 kB, 3 % random loss on the wire, 20 s.
+        let cap = 100.0 * MBIT;
+        let run = |c: &mut dyn Controller| {
+            let mut path = FluidPath::new(30_000, cap, 75_000.0).with_loss(Box::new(|_, _| 0.03));
+            path.start(c);
+            path.run_until(c, 20_000_000);
+            path.mean_rate(5_000_000, 20_000_000) / cap
+        };
+        let mut vd = VivaceDistributed::new(
+            DistributedConfig::default(),
+            Some(Box::new(FakeLink::new(true, true))),
+        );
+        let mut v = Vivace::new(crate::vivace::VivaceConfig::default());
+        let (rvd, rv) = (run(&mut vd), run(&mut v));
+        assert!(rvd > 0.9, "vivace-distributed {rvd:.3} of capacity");
+        assert!(rvd >= rv, "vivace-distributed {rvd:.3} vs vivace {rv:.3}");
+    }
+}
