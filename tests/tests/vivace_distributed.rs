@@ -46,7 +46,6 @@ fn utilisation(r: &SimResult, from: u64, to: u64) -> f64 {
     tx as f64 / (CAPACITY * (to - from) as f64)
 }
 
-
 fn goodput(r: &SimResult, f: u32, sec: u64) -> f64 {
     let xs: Vec<f64> = r
         .flow_samples(f)
