@@ -8,6 +8,7 @@ use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
 use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
+use ccp_algorithms::aggregator::{AggregatorSource, JcceSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -96,6 +97,15 @@ struct Cli {
     /// Control socket (unix stream) for run-time commands: `ccp-agent ctl --ctl PATH ...`
     #[arg(long)]
     ctl: Option<PathBuf>,
+
+    /// JCCE service (host:port) that vivace-distributed flows publish to; without it they run as
+    /// plain vivace
+    #[arg(long, requires = "jcce_key_file")]
+    jcce: Option<String>,
+
+    /// The JointCloud's JCCE key (hex, as `jcce keygen` writes it), with --jcce
+    #[arg(long, requires = "jcce")]
+    jcce_key_file: Option<PathBuf>,
 }
 
 fn parse_report(s: &str) -> Result<ReportPeriod, String> {
@@ -243,6 +253,21 @@ fn init_logs(cli: &Cli) {
     }
 }
 
+/// The JCCE client of vivace-distributed flows (`--jcce`, `--jcce-key-file`).
+fn jcce_source(cli: &Cli) -> Result<Option<Arc<dyn AggregatorSource>>> {
+    let (Some(addr), Some(path)) = (&cli.jcce, &cli.jcce_key_file) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the JCCE key file {}", path.display()))?;
+    let key = jcce::Key::from_hex(&text)
+        .map_err(|e| anyhow::anyhow!("JCCE key file {}: {e}", path.display()))?;
+    let client = jcce::Client::start(jcce::ClientConfig::new(addr.clone(), key))
+        .with_context(|| format!("cannot start the JCCE client for {addr}"))?;
+    info!(jcce = %addr, "vivace-distributed flows publish to JCCE");
+    Ok(Some(Arc::new(JcceSource::new(client))))
+}
+
 fn run_with<I: Ipc>(ipc: I, core: Arc<AgentCore>, stop: Arc<AtomicBool>) -> Result<()>
 where
     I::Addr: Send,
@@ -364,7 +389,9 @@ fn main() -> Result<()> {
         });
     }
 
-    let result = match cli.ipc {
+    let jcce = jcce_source(&cli)?;
+    // Flows are built on this thread by the portus loop: vivace-distributed flows find JCCE here.
+    let result = with_source(jcce, || match cli.ipc {
         IpcKind::Unix => {
             let ipc =
                 UnixIpc::bind(&cli.socket, core.screen.counters.clone()).with_context(|| {
@@ -387,7 +414,7 @@ fn main() -> Result<()> {
             })?;
             run_with(ipc, core.clone(), stop.clone())
         }
-    };
+    });
     if let Some(p) = &cli.stats
         && let Err(e) = write_stats(p, &core)
     {
