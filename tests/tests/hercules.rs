@@ -51,13 +51,18 @@ fn dumbbell(flows: Vec<FlowSpec>, capacity: u64, secs: u64) -> Scenario {
 /// The five §V-A flows run by `alg`; all but the 100 Mbit/s flow bounded at 1.5× their minimum
 /// unless `all_unbounded` (an application limit for every algorithm; Hercules also caps itself).
 fn five_flows(alg: &str, all_unbounded: bool) -> Vec<FlowSpec> {
+    five_flows_with(alg, all_unbounded, "")
+}
+
+/// [`five_flows`] with `extra` appended to the Hercules flows' parameters (e.g. `,d=100`).
+fn five_flows_with(alg: &str, all_unbounded: bool, extra: &str) -> Vec<FlowSpec> {
     MINIMA
         .iter()
         .enumerate()
         .map(|(i, &a)| {
             let bounded = !all_unbounded && i < 4;
             let name = if alg == "hercules" {
-                format!("hercules:min={a}bit,bounded={bounded}")
+                format!("hercules:min={a}bit,bounded={bounded}{extra}")
             } else {
                 alg.to_string()
             };
@@ -82,13 +87,23 @@ fn rate(r: &SimResult, f: u32, from: u64, to: u64) -> f64 {
     (at(to) - at(from)) as f64 * 8.0 / (to - from) as f64
 }
 
-/// Satisfaction ratios of the five flows, and the utilisation.
+/// Satisfaction ratios of the five flows, and the utilisation. `alg` may carry extra Hercules
+/// parameters after a comma (`hercules,d=100`).
 fn satisfaction(alg: &str, all_unbounded: bool, capacity: u64) -> (Vec<f64>, f64) {
-    let r = run(
-        &dumbbell(five_flows(alg, all_unbounded), capacity, SECS),
-        None,
-    )
-    .unwrap();
+    satisfaction_at(alg, all_unbounded, capacity, 0.0)
+}
+
+/// [`satisfaction`] with random loss `loss` on the bottleneck's data direction.
+fn satisfaction_at(alg: &str, all_unbounded: bool, capacity: u64, loss: f64) -> (Vec<f64>, f64) {
+    let (name, extra) = match alg.find(',') {
+        Some(i) => alg.split_at(i),
+        None => (alg, ""),
+    };
+    let mut s = dumbbell(five_flows_with(name, all_unbounded, extra), capacity, SECS);
+    if let TopologySpec::Dumbbell(d) = &mut s.topology {
+        d.bottleneck.loss = loss;
+    }
+    let r = run(&s, None).unwrap();
     assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
     let rates: Vec<f64> = (0..5).map(|f| rate(&r, f, FROM, SECS)).collect();
     let util = rates.iter().sum::<f64>() / capacity as f64;
@@ -180,7 +195,48 @@ fn single_unbounded_hercules_satisfies_the_100_mbit_flow_when_the_capacity_allow
 }
 
 #[test]
-#[ignore = "does not reproduce: the paper's 1.5x (single unbounded) and 3.5x (all unbounded) worst-case ratios; measured 0.64x and 2.2x (docs/results/hercules.md)"]
+fn with_a_steeper_penalty_d_100_the_papers_all_unbounded_figures_reproduce() {
+    // The same sweep with D = 100 (Fig. 11's range; the paper suggests D = 2). Measured: the
+    // 100 Mbit/s flow at 0.755 / 0.954 / 1.093 of its minimum at 95 / 120 / 135 Mbit/s (paper,
+    // Fig. 6: 70 % / 92 % / 97 %), worst case 3.7x the best baseline (paper: 3.5x). At D = 2
+    // the small unbounded flows climb far above their maxima instead of yielding (see
+    // docs/results/hercules.md).
+    let (h, big, util) = sweep("hercules,d=100", true);
+    let mut best: f64 = 0.0;
+    for alg in ["cubic", "bbr", "vivace"] {
+        best = best.max(sweep(alg, true).0);
+    }
+    eprintln!(
+        "D = 100 worst case {h:.3}, best baseline {best:.3} ({:.2}x)",
+        h / best
+    );
+    assert!(h >= 3.5 * best, "hercules {h:.3} vs {best:.3}");
+    assert!(big[1] >= 0.9 && big[2] >= 0.9, "100 Mbit/s flow: {big:.3?}");
+    for u in util {
+        assert!(u >= 0.9, "utilisation {u:.3}");
+    }
+}
+
+#[test]
+fn under_random_loss_the_100_mbit_flow_keeps_twice_what_the_baselines_give_it() {
+    // Fig. 7 at 120 Mbit/s, all unbounded: 3 % random loss on the data direction.
+    let capacity = 120_000_000;
+    let (h, _) = satisfaction_at("hercules", true, capacity, 0.03);
+    eprintln!("hercules, 3 % loss: satisfaction {h:.3?}");
+    for alg in ["cubic", "bbr", "vivace"] {
+        let (s, u) = satisfaction_at(alg, true, capacity, 0.03);
+        eprintln!("{alg}, 3 % loss: satisfaction {s:.3?}, utilisation {u:.3}");
+        assert!(
+            h[4] >= 2.0 * s[4],
+            "100 Mbit/s flow: hercules {:.3} vs {alg} {:.3}",
+            h[4],
+            s[4]
+        );
+    }
+}
+
+#[test]
+#[ignore = "does not reproduce at D = 2: the paper's 1.5x (single unbounded) and 3.5x (all unbounded) worst-case ratios; measured 0.64x and 2.2x (docs/results/hercules.md)"]
 fn worst_case_satisfaction_ratios_of_the_paper() {
     let (h1, _, _) = sweep("hercules", false);
     let (ha, _, _) = sweep("hercules", true);
@@ -226,4 +282,38 @@ fn a_hercules_flow_shares_with_a_cubic_flow_of_the_same_requirement() {
     // Same requirement, same rate: measured 37.70 against 37.65 Mbit/s.
     let ratio = x[0].min(x[2]) / x[0].max(x[2]);
     assert!(ratio >= 0.8, "rates {x:.2?}");
+}
+
+#[test]
+fn rates_follow_a_capacity_that_changes_every_60_s() {
+    // Fig. 10: the five requirement levels (all unbounded), the capacity changing every 60 s
+    // among 45, 95, 120 and 135 Mbit/s.
+    use ccp_sim::scenario::RateStep;
+    let caps = [45_000_000u64, 95_000_000, 120_000_000, 135_000_000];
+    let mut s = dumbbell(five_flows("hercules", true), caps[0], 240);
+    if let TopologySpec::Dumbbell(d) = &mut s.topology {
+        d.bottleneck.schedule = caps
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, &c)| RateStep {
+                at: Dur::secs(60 * i as u64),
+                rate: Rate::from_bits(c),
+            })
+            .collect();
+    }
+    let r = run(&s, None).unwrap();
+    assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
+    for (i, &c) in caps.iter().enumerate() {
+        // The last 50 s of each period.
+        let (from, to) = (60 * i as u64 + 10, 60 * (i as u64 + 1));
+        let x: Vec<f64> = (0..5).map(|f| rate(&r, f, from, to) / 1e6).collect();
+        let util = x.iter().sum::<f64>() / (c as f64 / 1e6);
+        eprintln!(
+            "{} Mbit/s, {from}-{to} s: {x:.3?} Mbit/s, utilisation {util:.3}",
+            c / 1_000_000
+        );
+        // Measured 0.96 after every change (within 10 s of it the rates have moved).
+        assert!(util >= 0.9, "utilisation {util:.3} at {c}");
+    }
 }
