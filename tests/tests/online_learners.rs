@@ -84,7 +84,7 @@ fn vivace_run(loss: f64, seed: u64, secs: u64) -> SimResult {
 }
 
 #[test]
-fn vivace_keeps_over_90_percent_of_the_link_at_3_percent_random_loss_where_reno_and_cubic_collapse() {
+fn vivace_keeps_90_percent_at_3_percent_loss_where_reno_and_cubic_collapse() {
     let secs = 30;
     let mut baseline: f64 = 0.0;
     for alg in ["reno", "cubic"] {
