@@ -174,3 +174,61 @@ fn loss_resilience_table() {
         eprintln!("{line}");
     }
 }
+
+/// TCP friendliness (§7.6, Fig. 11) in the simulator: one flow of `alg` against 1-`n` CUBIC
+/// flows (the simulator's CUBIC on the agent, not the kernel's) on the paper's link; the ratio of
+/// its goodput to the CUBIC flows' mean over the last 20 of 30 s.
+#[test]
+#[ignore = "measurement for docs/results/vivace-distributed.md (about a minute)"]
+fn friendliness_against_cubic_table() {
+    let secs = 30;
+    for n in [1usize, 2, 4, 8] {
+        let mut line = format!("{n} cubic:");
+        for alg in ["vivace", "vivace-distributed"] {
+            let mut algs = vec![alg];
+            algs.extend(std::iter::repeat_n("cubic", n));
+            let r = run(&dumbbell(&algs, 0.0, secs), Some(1)).unwrap();
+            let g = |f: u32| (10..secs).map(|s| goodput(&r, f, s)).sum::<f64>() / 20.0;
+            let mine = g(0);
+            let cubic = (1..=n as u32).map(g).sum::<f64>() / n as f64;
+            line += &format!(
+                "  {alg} {mine:.1} vs cubic {cubic:.1} Mbit/s (ratio {:.2})",
+                mine / cubic
+            );
+        }
+        eprintln!("{line}");
+    }
+}
+
+/// 1,000 vivace-distributed senders of one JCCE group through one 1 Gbit/s bottleneck (30 ms,
+/// 750 KB), starting together; goodput share and fairness over the last 5 of 15 s.
+#[test]
+#[ignore = "measurement for docs/results/vivace-distributed.md (1,000 flows; minutes)"]
+fn fan_in_of_1000_senders() {
+    let n = 1000;
+    let secs = 15;
+    let algs = vec!["vivace-distributed"; n];
+    let mut s = dumbbell(&algs, 0.0, secs);
+    if let TopologySpec::Dumbbell(d) = &mut s.topology {
+        d.bottleneck = LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(13))
+            .with_buffer(Amount::Bytes(750_000));
+    }
+    s.output.step = Dur::ms(500);
+    let t = std::time::Instant::now();
+    let r = run(&s, Some(1)).unwrap();
+    let g: Vec<f64> = (0..n as u32)
+        .map(|f| (secs - 5..secs).map(|x| goodput(&r, f, x)).sum::<f64>() / 5.0)
+        .collect();
+    let sum: f64 = g.iter().sum();
+    let sq: f64 = g.iter().map(|v| v * v).sum();
+    let jain = sum * sum / (n as f64 * sq);
+    let (lo, hi) = g
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    eprintln!(
+        "{n} senders: total goodput {sum:.1} Mbit/s, per flow {lo:.2}..{hi:.2} Mbit/s, Jain {jain:.3}, retransmits {}, agent reports {}, wall {:?}",
+        r.flows.iter().map(|f| f.retransmits).sum::<u64>(),
+        r.agent.reports,
+        t.elapsed()
+    );
+}
