@@ -232,3 +232,33 @@ fn fan_in_of_1000_senders() {
         t.elapsed()
     );
 }
+
+/// Throughput of flows lasting 0.5-20 s (§7.5, Fig. 8): the mean goodput of a flow over its
+/// first `T` seconds, for T = 0.5, 1, 2, 5, 10, 20 s, at 1, 3 and 5 % random loss; seeds 1-4.
+#[test]
+#[ignore = "measurement for docs/results/vivace-distributed.md (about 30 s)"]
+fn flow_length_table() {
+    let lengths = [0.5, 1.0, 2.0, 5.0, 10.0, 20.0];
+    for loss in [0.01, 0.03, 0.05] {
+        let mut line = format!("loss {:.0} %:", loss * 100.0);
+        for alg in ["vivace", "vivace-distributed"] {
+            let mut sums = [0.0; 6];
+            for seed in 1..=4u64 {
+                let mut s = dumbbell(&[&format!("{alg}:seed={seed}")], loss, 20);
+                s.output.step = Dur::ms(50);
+                let r = run(&s, Some(seed)).unwrap();
+                for (i, t) in lengths.iter().enumerate() {
+                    let to = (t * 1e9) as u64;
+                    let xs: Vec<f64> = r
+                        .flow_samples(0)
+                        .filter(|x| x.time_ns <= to)
+                        .map(|x| x.goodput_bps as f64 / 1e6)
+                        .collect();
+                    sums[i] += xs.iter().sum::<f64>() / xs.len().max(1) as f64 / 4.0;
+                }
+            }
+            line += &format!("  {alg} {sums:.1?}");
+        }
+        eprintln!("{line}");
+    }
+}
