@@ -11,6 +11,16 @@ command -v cc >/dev/null || need+=(gcc)
 command -v ip >/dev/null || need+=(iproute2)
 command -v ping >/dev/null || need+=(iputils-ping)   # ccp-emu end-to-end tests (delay, testbed)
 command -v iperf3 >/dev/null || need+=(iperf3)       # ccp-emu tests and bench: kernel TCP (cubic) across the emulator
+# datapath/bpf: clang compiles the BPF congestion control, libbpf (built by libbpf-sys) needs
+# libelf, zlib and pkg-config, bpftool generates vmlinux.h from the kernel's BTF.
+command -v clang >/dev/null || need+=(clang)
+have_pkg libelf-dev || need+=(libelf-dev)
+have_pkg zlib1g-dev || need+=(zlib1g-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+if ! command -v bpftool >/dev/null; then
+  # Debian packages bpftool on its own; Ubuntu ships it in linux-tools.
+  if apt-cache show bpftool >/dev/null 2>&1; then need+=(bpftool); else need+=(linux-tools-common "linux-tools-$(uname -r)"); fi
+fi
 
 if ((${#need[@]})); then
   sudo=""

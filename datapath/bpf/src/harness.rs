@@ -1,0 +1,188 @@
+//! What the tests and the benchmark share: a private BPF filesystem to pin into (so a test never
+//! touches `/sys/fs/bpf`), and one bulk TCP transfer with its goodput and window samples.
+
+use crate::{Pins, mount_bpffs, unload};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A BPF filesystem mounted on a fresh directory under the temporary directory. Dropping it
+/// unloads whatever is pinned there (unregistering the congestion control), unmounts it and
+/// removes the directory.
+pub struct PrivateBpffs {
+    pub dir: PathBuf,
+    pub pins: Pins,
+}
+
+impl PrivateBpffs {
+    pub fn new(tag: &str) -> std::io::Result<PrivateBpffs> {
+        let dir = std::env::temp_dir().join(format!("ccp-bpf-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        if !mount_bpffs(&dir) {
+            let e = std::io::Error::last_os_error();
+            let _ = std::fs::remove_dir(&dir);
+            return Err(e);
+        }
+        Ok(PrivateBpffs {
+            pins: Pins::new(dir.join("ccp")),
+            dir,
+        })
+    }
+}
+
+impl Drop for PrivateBpffs {
+    fn drop(&mut self) {
+        let _ = unload(&self.pins);
+        if let Ok(c) = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a valid path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// `setsockopt(TCP_CONGESTION)`.
+pub fn set_congestion(fd: &impl AsRawFd, cc: &str) -> std::io::Result<()> {
+    // SAFETY: a valid socket and a buffer of the length given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `getsockopt(TCP_INFO)`: what `ss -ti` shows.
+pub fn tcp_info(fd: &impl AsRawFd) -> Option<libc::tcp_info> {
+    // SAFETY: tcp_info is plain data; zero is a valid value of every field.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: a valid socket, a buffer and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(info)
+}
+
+/// A receiver that counts bytes: accept one connection on `listener` and read until EOF.
+pub fn count_bytes(listener: TcpListener) -> (Arc<AtomicU64>, std::thread::JoinHandle<()>) {
+    let received = Arc::new(AtomicU64::new(0));
+    let c = received.clone();
+    let h = std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = vec![0u8; 1 << 18];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    });
+    (received, h)
+}
+
+/// One window sample of the sender's socket.
+#[derive(Clone, Copy, Debug)]
+pub struct WindowSample {
+    /// Seconds since the start.
+    pub t: f64,
+    /// `tcpi_snd_cwnd`, packets.
+    pub cwnd: u32,
+    /// `tcpi_snd_mss`, bytes.
+    pub mss: u32,
+}
+
+/// The outcome of [`transfer`].
+#[derive(Clone, Debug, Default)]
+pub struct Transfer {
+    /// Bytes received after the warm-up.
+    pub bytes: u64,
+    /// Goodput after the warm-up, bit/s.
+    pub goodput_bps: f64,
+    /// Goodput per [`PERIOD`], bit/s, with the period's start time.
+    pub periods: Vec<(f64, f64)>,
+    pub windows: Vec<WindowSample>,
+    /// Retransmitted segments (`tcpi_total_retrans`).
+    pub retransmits: u32,
+}
+
+/// The sampling period of [`transfer`].
+pub const PERIOD: Duration = Duration::from_millis(50);
+
+/// Send as fast as the socket takes for `secs` seconds from `sender` (already connected, its
+/// congestion control set) to a receiver counting into `received`; samples the window every
+/// [`PERIOD`] and calls `each(t)` then. Goodput counts from `warmup` seconds on.
+pub fn transfer(
+    sender: TcpStream,
+    received: &AtomicU64,
+    secs: f64,
+    warmup: f64,
+    mut each: impl FnMut(f64),
+) -> std::io::Result<Transfer> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut w = sender.try_clone()?;
+    let st = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let buf = vec![0x5au8; 1 << 18];
+        while !st.load(Ordering::Relaxed) {
+            if w.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let t0 = Instant::now();
+    let mut out = Transfer::default();
+    let mut at_warmup = None;
+    let mut last = (0.0, received.load(Ordering::Relaxed));
+    loop {
+        std::thread::sleep(PERIOD);
+        let t = t0.elapsed().as_secs_f64();
+        let r = received.load(Ordering::Relaxed);
+        out.periods
+            .push((last.0, (r - last.1) as f64 * 8.0 / (t - last.0)));
+        last = (t, r);
+        if at_warmup.is_none() && t >= warmup {
+            at_warmup = Some((t, r));
+        }
+        if let Some(i) = tcp_info(&sender) {
+            out.windows.push(WindowSample {
+                t,
+                cwnd: i.tcpi_snd_cwnd,
+                mss: i.tcpi_snd_mss,
+            });
+            out.retransmits = i.tcpi_total_retrans;
+        }
+        each(t);
+        if t >= secs {
+            break;
+        }
+    }
+    let (tw, rw) = at_warmup.unwrap_or((0.0, 0));
+    let t = t0.elapsed().as_secs_f64();
+    out.bytes = received.load(Ordering::Relaxed) - rw;
+    out.goodput_bps = out.bytes as f64 * 8.0 / (t - tw);
+    stop.store(true, Ordering::Relaxed);
+    let _ = sender.shutdown(std::net::Shutdown::Both);
+    let _ = writer.join();
+    Ok(out)
+}
