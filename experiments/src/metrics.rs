@@ -4,8 +4,9 @@
 //! * `goodput_mbps`: bytes delivered in order after the warm-up, over the time from the end of
 //!   the warm-up to the end of the run (sum over the flows; per flow: over its own life).
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
-//!   retransmissions included) over what its capacity allows in that time (simulator); where
-//!   only goodput is known, goodput over capacity.
+//!   retransmissions included) over what its capacity allows in that time (simulator; the
+//!   emulator counts the whole run, and the share after the warm-up is taken at its mean rate);
+//!   where only goodput is known, goodput over capacity.
 //! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
 //!   sent.
 //! * `rtt_pXX_ms`: RTT percentiles (per ACK where the backend measures them, else over the
@@ -145,6 +146,27 @@ fn convergence(
     Some((considered[first_ok].0 - f.start_s).max(0.0))
 }
 
+/// Bytes of `link_tx` (per-step `(end of step s, bytes)`, steps back to back from 0) sent after
+/// `warm`. A step that straddles `warm` counts its share after it, as if sent evenly (the
+/// emulator reports one step for the whole run).
+fn link_bytes_after(link_tx: &[(f64, u64)], warm: f64) -> f64 {
+    let mut start = 0.0;
+    let mut total = 0.0;
+    for &(end, bytes) in link_tx {
+        if end > warm + 1e-9 {
+            let len = end - start;
+            let share = if len > 0.0 {
+                ((end - warm.max(start)) / len).clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            total += bytes as f64 * share;
+        }
+        start = end;
+    }
+    total
+}
+
 /// Per-flow rows and run-level metrics of `d`.
 pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<FlowRow>) {
     let warm = spec.warmup_us as f64 / 1e6;
@@ -262,13 +284,7 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         let util = if d.link_tx.is_empty() {
             aggregate_bps / cap
         } else {
-            let bytes: u64 = d
-                .link_tx
-                .iter()
-                .filter(|(t, _)| *t > warm + 1e-9)
-                .map(|x| x.1)
-                .sum();
-            bytes as f64 * 8.0 / (cap * window_len)
+            link_bytes_after(&d.link_tx, warm) * 8.0 / (cap * window_len)
         };
         m.insert("utilization".into(), util);
     }
@@ -531,6 +547,18 @@ fn group_metrics(
 mod tests {
     use super::*;
     use crate::data::FlowData;
+
+    #[test]
+    fn link_bytes_after_the_warm_up_prorate_a_straddling_step() {
+        // Simulator-style steps of 0.1 s, 1,000 bytes each: only the steps after 0.5 s count.
+        let steps: Vec<(f64, u64)> = (1..=10).map(|k| (k as f64 * 0.1, 1000)).collect();
+        assert!((link_bytes_after(&steps, 0.5) - 5000.0).abs() < 1e-6);
+        // The emulator's one step for the whole 30-s run, warm-up 10 s: two thirds of it.
+        let whole = [(30.0, 3_000_000)];
+        assert!((link_bytes_after(&whole, 10.0) - 2_000_000.0).abs() < 1e-3);
+        assert_eq!(link_bytes_after(&whole, 0.0), 3_000_000.0);
+        assert_eq!(link_bytes_after(&whole, 30.0), 0.0);
+    }
 
     fn flow(alg: &str, start: f64, end: f64, bytes: u64) -> FlowData {
         FlowData {
