@@ -94,7 +94,7 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     // 4 %, >= 20 % more than Vivace at >= 1 % loss, smaller run-to-run deviation. Our Vivace
     // (with the loss noise filter) already keeps 86-89 Mbit/s up to 3 %, so the gain there is
     // 4-6 %; it reaches the paper's 20 % where Vivace's utility gives way (5 %: Vivace 71 +- 3,
-    // vivace-distributed 89 +- 0.6 Mbit/s over 10 runs of 30 s). Seeds 1-4, 20 s here.
+    // vivace-distributed 89 +- 0.6 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
     let secs = 20;
     let stats = |x: &[f64]| {
         let m = x.iter().sum::<f64>() / x.len() as f64;
@@ -103,7 +103,9 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     };
     for loss in [0.01, 0.03, 0.05] {
         let goodputs = |alg: &str| -> Vec<f64> {
-            (1..=4u64)
+            // Eight seeds where the deviations are compared, four elsewhere.
+            let seeds = if loss > 0.03 { 8 } else { 4 };
+            (1..=seeds)
                 .map(|seed| {
                     let r = run(
                         &dumbbell(&[&format!("{alg}:seed={seed}")], loss, secs),
