@@ -19,7 +19,10 @@ pub struct PrivateBpffs {
 }
 
 impl PrivateBpffs {
+    /// Mount one for this process, after removing those of processes that died without
+    /// cleaning up (killed by a signal).
     pub fn new(tag: &str) -> std::io::Result<PrivateBpffs> {
+        sweep_stale();
         let dir = std::env::temp_dir().join(format!("ccp-bpf-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         if !mount_bpffs(&dir) {
@@ -34,14 +37,37 @@ impl PrivateBpffs {
     }
 }
 
+fn release(dir: &std::path::Path) {
+    let _ = unload(&Pins::new(dir.join("ccp")));
+    if let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) {
+        // SAFETY: a valid path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Unload, unmount and remove the private BPF filesystems of dead processes.
+pub fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("ccp-bpf-") else {
+            continue;
+        };
+        let Some(pid) = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            release(&e.path());
+        }
+    }
+}
+
 impl Drop for PrivateBpffs {
     fn drop(&mut self) {
-        let _ = unload(&self.pins);
-        if let Ok(c) = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()) {
-            // SAFETY: a valid path.
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-        }
-        let _ = std::fs::remove_dir(&self.dir);
+        release(&self.dir);
     }
 }
 
