@@ -42,6 +42,19 @@ fn flow(cc: &str, secs: f64) -> f64 {
     t.goodput_bps
 }
 
+/// CPU time (user + system) of process `pid` so far, seconds.
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the 3rd field overall.
+    let rest = stat.rsplit_once(')').map(|r| r.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15; `rest` starts at field 3.
+    // SAFETY: plain sysconf.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
 fn daemon_bin() -> std::path::PathBuf {
     ccp_tests::workspace_bin("ccp-bpf")
         .expect("build ccp-bpf first (cargo build --release -p ccp-bpf)")
@@ -84,7 +97,7 @@ fn main() {
         }
         let agent = Agent::start(&adir, &agent_args).unwrap();
         let stats = adir.join("daemon.json");
-        let _daemon = Kill(
+        let daemon = Kill(
             Command::new(daemon_bin())
                 .arg("--pin-dir")
                 .arg(&bpffs.pins.dir)
@@ -104,13 +117,18 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(300));
         let (mut k, mut c, mut sps, mut drops, mut fallback) = (vec![], vec![], vec![], 0, 0);
+        let (mut cpu_daemon, mut cpu_agent) = (vec![], vec![]);
+        let (dpid, apid) = (daemon.0.id(), agent.child.id());
         for _ in 0..runs {
             k.push(flow("cubic", secs));
             let c0 = read_counters(&bpffs.pins).unwrap();
+            let (d0, a0) = (cpu_s(dpid), cpu_s(apid));
             let t0 = Instant::now();
             c.push(flow(&name, secs));
             let dt = t0.elapsed().as_secs_f64();
             let c1 = read_counters(&bpffs.pins).unwrap();
+            cpu_daemon.push((cpu_s(dpid) - d0) / dt);
+            cpu_agent.push((cpu_s(apid) - a0) / dt);
             sps.push((c1.samples - c0.samples) as f64 / dt);
             drops += c1.dropped - c0.dropped;
             fallback += c1.fallback - c0.fallback;
@@ -143,6 +161,13 @@ fn main() {
             "  ring buffer: {:.0} samples/s [{}], dropped {drops}, fallback ACKs {fallback}",
             mean(&sps),
             show(&sps, 1.0)
+        );
+        println!(
+            "  CPU during the ccp_bpf flows: daemon {:.0} % [{}], agent {:.0} % [{}] of one core",
+            mean(&cpu_daemon) * 100.0,
+            show(&cpu_daemon, 0.01),
+            mean(&cpu_agent) * 100.0,
+            show(&cpu_agent, 0.01)
         );
         let _ = agent.stop();
     }
