@@ -338,3 +338,140 @@ pub fn run(cfg: &DaemonConfig, stop: Arc<AtomicBool>) -> Result<DaemonStats, Bpf
     info!(samples = st.stats.samples, "ccp-bpf daemon stopped");
     Ok(st.stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{F_FALLBACK, F_RECOVERY};
+    use ccp_udp::reno::BuiltinReno;
+
+    fn flow() -> Flow {
+        Flow {
+            ctrl: Box::new(BuiltinReno::new(1448, 10 * 1448)),
+            last_bytes_acked: 1_000_000,
+            last_sacked_out: 0,
+            was_loss: false,
+            written: None,
+            written_at: Instant::now(),
+            last_sample: Instant::now(),
+            gauges: AckSample::default(),
+        }
+    }
+
+    fn sample() -> Sample {
+        Sample {
+            mss: 1448,
+            snd_cwnd: 20,
+            acked_sacked: 2,
+            delivered: 10,
+            snd_interval_us: 1000,
+            rcv_interval_us: 2000,
+            rtt_us: 5000,
+            in_flight: 18,
+            bytes_pending: 50_000,
+            bytes_acked: 1_000_000 + 2 * 1448,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn primitives_follow_ccp_kernel() {
+        let mut f = flow();
+        let a = primitives(&mut f, &sample());
+        assert_eq!(a.bytes_acked, 2 * 1448);
+        assert_eq!(a.packets_acked, 2);
+        assert_eq!(a.packets_misordered, 0);
+        assert_eq!(a.rtt_us, 5000);
+        assert_eq!(a.bytes_in_flight, 18 * 1448);
+        assert_eq!(a.packets_in_flight, 18);
+        assert_eq!(a.bytes_pending, 50_000);
+        // 10 packets of 1448 bytes over 1 ms sent, 2 ms received.
+        assert_eq!(a.rate_outgoing, 14_480_000);
+        assert_eq!(a.rate_incoming, 7_240_000);
+        assert!(!a.was_timeout);
+
+        // Three new SACKed packets: misordered, not in order; the cumulative ack did not move.
+        let s = Sample {
+            acked_sacked: 3,
+            sacked_out: 3,
+            losses: 1,
+            rtt_us: -1,
+            delivered_ce: 2,
+            flags: F_RECOVERY,
+            bytes_acked: 1_000_000 + 2 * 1448,
+            ..sample()
+        };
+        let a = primitives(&mut f, &s);
+        assert_eq!(a.bytes_acked, 0);
+        assert_eq!(a.packets_misordered, 3);
+        assert_eq!(a.bytes_misordered, 3 * 1448);
+        assert_eq!(a.packets_acked, 0);
+        assert_eq!(a.lost_pkts, 1);
+        assert_eq!(a.rtt_us, 0, "no RTT sample reads as 0");
+        assert_eq!((a.ecn_packets, a.ecn_bytes), (2, 2 * 1448));
+        assert!(!a.was_timeout, "recovery is not a timeout");
+    }
+
+    #[test]
+    fn timeout_is_reported_once_on_entering_loss() {
+        let mut f = flow();
+        let loss = Sample {
+            flags: F_LOSS | F_FALLBACK,
+            ..sample()
+        };
+        assert!(primitives(&mut f, &loss).was_timeout);
+        assert!(!primitives(&mut f, &loss).was_timeout);
+        assert!(!primitives(&mut f, &sample()).was_timeout);
+        assert!(primitives(&mut f, &loss).was_timeout);
+    }
+
+    #[test]
+    fn sample_and_ctl_layouts_match_the_bpf_structs() {
+        // struct ccp_sample: offsets of a few fields as clang lays them out.
+        let s = Sample {
+            id: 7,
+            interval_us: -3,
+            pacing_rate: 99,
+            ..Sample::default()
+        };
+        // SAFETY: reading the bytes of a plain-data struct.
+        let b: [u8; 112] = unsafe { std::mem::transmute(s) };
+        assert_eq!(&b[8..12], &7u32.to_ne_bytes());
+        assert_eq!(&b[64..72], &(-3i64).to_ne_bytes());
+        assert_eq!(&b[104..112], &99u64.to_ne_bytes());
+        assert_eq!(Sample::from_bytes(&b), Some(s));
+        assert_eq!(Sample::from_bytes(&b[..100]), None);
+        let c = Ctl {
+            cwnd_bytes: 5,
+            pad: 0,
+            rate: 6,
+            updated_ns: 7,
+        }
+        .to_bytes();
+        assert_eq!(&c[0..4], &5u32.to_ne_bytes());
+        assert_eq!(&c[8..16], &6u64.to_ne_bytes());
+        assert_eq!(&c[16..24], &7u64.to_ne_bytes());
+    }
+
+    #[test]
+    fn unload_of_nothing_is_fine_and_bad_names_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let pins = Pins::new(dir.path().join("none"));
+        assert!(!crate::unload(&pins).unwrap());
+        assert!(!crate::unload(&pins).unwrap());
+        for name in ["", "a_name_longer_than_15"] {
+            let e = crate::load(&crate::LoadOptions {
+                pins: pins.clone(),
+                name: name.into(),
+                ..Default::default()
+            });
+            assert!(
+                matches!(
+                    e,
+                    Err(crate::BpfError::BadName(_)) | Err(crate::BpfError::NoBtf)
+                ),
+                "{e:?}"
+            );
+        }
+    }
+}
