@@ -141,6 +141,27 @@ fn print_loss_events(e: &[(f64, f64); 3]) {
     );
 }
 
+/// The MRG flows' (6, 7) windows in (from, to] against `W_min` = θ·srtt of the same 1 ms sample:
+/// (mean window / mean W_min, fraction of samples within 5 % of W_min).
+fn mrg_windows(r: &SimResult, from: u64, to: u64, theta_bps: f64) -> (f64, f64) {
+    let (mut w, mut w_min, mut near, mut n) = (0.0, 0.0, 0.0, 0.0);
+    for f in 6..8 {
+        for s in r
+            .flow_samples(f)
+            .filter(|s| s.time_ns > from && s.time_ns <= to)
+        {
+            let floor = theta_bps / 8.0 * s.srtt_us as f64 / 1e6;
+            w += s.cwnd_bytes as f64;
+            w_min += floor;
+            n += 1.0;
+            if (s.cwnd_bytes as f64) < 1.05 * floor {
+                near += 1.0;
+            }
+        }
+    }
+    (w / w_min, near / n)
+}
+
 fn check_long_lived(theta_mbit: u64, omega_mrg: f64) -> ([f64; 3], f64, f64) {
     let r = run(&leaf_spine(theta_mbit, omega_mrg, &[], 4), None).unwrap();
     assert_eq!(r.agent.algorithms.get("paccp"), Some(&8));
@@ -172,6 +193,11 @@ fn check_long_lived(theta_mbit: u64, omega_mrg: f64) -> ([f64; 3], f64, f64) {
         100.0 * above
     );
     print_loss_events(&loss_events(&r, from, to));
+    let (excess, near) = mrg_windows(&r, from, to, theta);
+    println!(
+        "  MRG windows: mean {excess:.2} x W_min, within 5 % of W_min in {:.0} % of 1 ms samples",
+        100.0 * near
+    );
     (rates, above, utility)
 }
 
