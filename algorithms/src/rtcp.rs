@@ -16,8 +16,10 @@
 //!   (`rtcp:weight=24000,urgent-threshold=0`).
 //! - **Counter H** (bytes, eq. 1): `H ← max(0, H + γ·Δt − acked)`: H grows at the desired rate
 //!   and drains at the actual rate x. A report covers `Δt`, the agent time since the previous
-//!   report (at most one smoothed RTT, so that a long first report interval does not wind the
-//!   counter up), and `acked` bytes; the counter is advanced through it in steps of about one
+//!   report (for the first report at most one smoothed RTT, so that a long start-up interval
+//!   does not wind the counter up; later at most the larger of the smoothed RTT and the report's
+//!   own period, as reports are at least 100 µs apart even where the RTT is shorter), and
+//!   `acked` bytes; the counter is advanced through it in steps of about one
 //!   packet with the delivery spread evenly, as the paper's per-ACK updates would (one step per
 //!   report makes the counter oscillate: the discrete map is unstable once maxRate·Δt > ω).
 //! - **Desired rate γ** (eq. 10), updated after each step of H: `γ = max-rate` if `H = 0`; `γ/2`
@@ -29,17 +31,21 @@
 //! - **Congestion estimate** (§IV-A, eq. 7): `N = Q_s + Q_d + δ·D` bytes, with
 //!   `Q_s = min(bytes_pending, backlog-cap)` the sender-side backlog, `Q_d = 0` (no datapath
 //!   reports a receiver backlog) and `D` the queueing delay, the report's mean RTT minus the
-//!   smallest RTT the flow has seen. Smoothing (eq. 8), `S ← q·S + (1 − q)·N` with q = 0.5, is
-//!   applied once per RTT sample, as the paper's implementation does on every acknowledgement: a
-//!   report with k samples applies `S ← q^k·S + (1 − q^k)·N`. (Once per report, with reports
-//!   about one RTT apart, it would lag the queue by more than an RTT and overshoot.)
+//!   smallest RTT the flow has seen. Taken from the RTT, D also counts the queueing of the
+//!   flow's ACKs on the reverse path, e.g. behind the receiving host's own outgoing data, where
+//!   the paper measures "the delay experienced by flow i" with time stamps in the packet
+//!   headers; no datapath here reports a one-way delay (see `docs/results/rtcp.md`).
+//!   Smoothing (eq. 8), `S ← q·S + (1 − q)·N` with q = 0.5, is applied once per RTT sample,
+//!   as the paper's implementation does on every acknowledgement: a report with k samples
+//!   applies `S ← q^k·S + (1 − q^k)·N`. (Once per report, with reports about one RTT apart, it
+//!   would lag the queue by more than an RTT and overshoot.)
 //! - **Window** (eq. 9), once per RTT epoch: `cwnd ← cwnd/2` if `H < (α/1000)·S`, else
 //!   `cwnd ← 2·cwnd`, clamped to [`min-cwnd`, `max-cwnd`]. An epoch lasts `epoch` smoothed RTTs
 //!   (3): a decision reaches the datapath one IPC delay after the report it answers, shows in the
 //!   RTT samples of packets acknowledged one RTT later, and in the agent's reports up to one
 //!   report period after that; an epoch of one RTT decides again on measurements that predate
 //!   the previous decision and swings the window 4× instead of 2×. On the spine-leaf of
-//!   `tests/tests/rtcp.rs`, epochs of 1, 2, 3 and 4 RTTs give 0.76, 0.83, 0.86 and 0.86 of
+//!   `tests/tests/rtcp.rs`, epochs of 1, 2, 3 and 4 RTTs give 0.78, 0.84, 0.88 and 0.89 of
 //!   DCTCP's mean throughput.
 //! - **Loss and timeout** stay TCP's ("leaves the other default standards unchanged", §IV-C): a
 //!   loss halves the window once per loss epoch (holding it for the recovery RTT), a timeout
@@ -440,6 +446,7 @@ impl Rtcp {
             self.delay_us = m.rtt_mean_us.saturating_sub(self.base_rtt_us);
         }
         let backlog = m.bytes_pending.min(self.cfg.backlog_cap) as f64;
+        let first = self.smoothed.is_none();
         let n = backlog + self.cfg.delta * self.delay_us as f64 / 1e6;
         self.last_n = n;
         // Eq. (8) once per acknowledgement, as the paper's implementation smooths: a report
@@ -452,7 +459,16 @@ impl Rtcp {
         });
         let mut dt = m.now_us.saturating_sub(self.last_report_us) as f64;
         if srtt > 0.0 {
-            dt = dt.min(srtt);
+            // The first report may cover a long start-up period: at most one RTT of it counts.
+            // Later reports cover the report period, which is longer than the RTT on short
+            // paths (reports are at least 100 µs apart); capping those at the RTT would let H
+            // grow at only part of γ and drain at the full actual rate.
+            let cap = if first {
+                srtt
+            } else {
+                srtt.max(m.interval_us as f64)
+            };
+            dt = dt.min(cap);
         }
         self.last_report_us = m.now_us;
         self.counter.advance(dt, m.acked_bytes, self.core.mss());
@@ -815,6 +831,26 @@ mod tests {
         // one RTT, so H ≤ maxRate·100 µs = 125 KB rather than 1.25 MB.
         r.on_measurement(&report(1_000, 0, RTT, 0));
         assert!(r.counter() <= 125_000.0 + 1.0, "{}", r.counter());
+    }
+
+    #[test]
+    fn reports_further_apart_than_the_rtt_advance_the_counter_by_their_period() {
+        // A 64 µs path reported every 100 µs, delivering half of maxRate: H settles at
+        // ω/1.5 = 8 KB, as with reports one RTT apart. (Capping Δt at the RTT would grow H at
+        // 64 % of γ against the full delivery and hold it near 6.7 KB.)
+        let mut r = started(cfg(&[("max-rate", "1gbit"), ("urgent-threshold", "0")]));
+        let mut t = 0;
+        for _ in 0..200 {
+            t += 100;
+            r.on_measurement(&Measurement {
+                interval_us: 100,
+                rtt_min_us: 64,
+                rtt_mean_us: 64,
+                rtt_last_us: 64,
+                ..report(t, 125 * 100 / 2, 64, 0)
+            });
+        }
+        assert!((r.counter() - 8_000.0).abs() < 400.0, "H {}", r.counter());
     }
 
     #[test]

@@ -216,20 +216,21 @@ fn random_sending_delay_far_below_reno_and_dctcp_at_close_throughput() {
     for (l, f) in [("rtcp", &rtcp), ("reno", &reno), ("dctcp", &dctcp)] {
         show(l, f);
     }
-    // Measured: rtcp 504 Mbit/s, 150 / 344 µs; reno 547, 844 / 1835; dctcp 585, 234 / 1049.
+    // Measured: rtcp 516 Mbit/s, 152 / 344 µs; reno 547, 844 / 1835; dctcp 585, 234 / 1049.
     // Delay: the paper has RTCP's mean at 17 % of NewReno's and 36 % of DCTCP's, its p99 at
-    // 16 % of NewReno's. Here 18 % and 64 % (mean), 19 % and 33 % (p99).
+    // 16 % of NewReno's. Here 18 % and 65 % (mean), 19 % and 33 % (p99).
     assert!(rtcp.mean_us < 0.3 * reno.mean_us, "{rtcp:?} {reno:?}");
     assert!(rtcp.p99_us < 0.3 * reno.p99_us, "{rtcp:?} {reno:?}");
     assert!(rtcp.mean_us < 0.8 * dctcp.mean_us, "{rtcp:?} {dctcp:?}");
     assert!(rtcp.p99_us < 0.5 * dctcp.p99_us, "{rtcp:?} {dctcp:?}");
     // Throughput: the paper has RTCP the best (4362 Mbit/s against NewReno's 4300 and DCTCP's
-    // 3956). Here it is 0.86 of DCTCP's and 0.92 of Reno's: doubling and halving the window
-    // leaves a flow alone on its bottleneck below the link's rate for part of each cycle, where
-    // DCTCP's small cuts keep it full (see docs/results/rtcp.md). The bound is what holds, with
-    // a margin.
+    // 3956). Here it is 0.88 of DCTCP's and 0.94 of Reno's. The loss is on receivers with a
+    // single incoming flow (RTCP fills them to 72 %, DCTCP to 90 %): the receiving host sends
+    // its own flow, its ACKs queue behind that flow's data, and D, taken from the RTT, counts
+    // that reverse-path queue as congestion (see docs/results/rtcp.md). The bound is what holds,
+    // with a margin.
     let best = reno.goodput.max(dctcp.goodput);
-    assert!(rtcp.goodput > 0.8 * best, "{rtcp:?} best {best:.1}");
+    assert!(rtcp.goodput > 0.85 * best, "{rtcp:?} best {best:.1}");
     // No loss: RTCP backs off on delay long before the 100-packet buffers fill.
     assert!(
         rtcp.retransmits < reno.retransmits / 20,
@@ -251,12 +252,12 @@ fn urgent_flows_preempt_high_volume_ones() {
     ] {
         show(l, f);
     }
-    // Measured: rtcp high-volume 122 Mbit/s, 119 / 377 µs; urgent 698, 154 / 492; reno
+    // Measured: rtcp high-volume 119 Mbit/s, 127 / 475 µs; urgent 689, 171 / 508; reno
     // high-volume 764, 1039 / 1638; urgent 19, 982 / 1638.
-    // The urgent class takes the bandwidth: 5.7× the high-volume class's per-flow goodput.
+    // The urgent class takes the bandwidth: 5.8× the high-volume class's per-flow goodput.
     assert!(urgent.goodput > 3.0 * hv.goodput, "{urgent:?} {hv:?}");
     // The paper's urgent flows get 4–7× NewReno's; here the late-starting Reno flows hardly get
-    // in at all (36×). 3× is the paper's direction with a margin.
+    // in at all (35×). 3× is the paper's direction with a margin.
     assert!(
         urgent.goodput > 3.0 * reno_urgent.goodput,
         "{urgent:?} {reno_urgent:?}"
@@ -267,7 +268,7 @@ fn urgent_flows_preempt_high_volume_ones() {
         assert!(f.p99_us < 0.4 * base.p99_us, "{f:?} {base:?}");
     }
     // Not asserted: the paper's urgent flows also see less delay than its high-volume ones.
-    // Here they see more (154 against 119 µs): both classes share every FIFO on their path, and
+    // Here they see more (171 against 127 µs): both classes share every FIFO on their path, and
     // the urgent flow's larger window waits in its own host's NIC queue.
 }
 
