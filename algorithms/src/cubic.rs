@@ -62,7 +62,7 @@
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, WindowCore, WindowEvent, packets};
+use crate::window::{self, WindowAlgorithm, WindowCore, packets};
 
 /// The largest window a decision can carry, bytes.
 const MAX_CWND: f64 = window::MAX_CWND as f64;
@@ -259,41 +259,8 @@ impl Cubic {
         self.core.window_bytes(self.cfg.min_cwnd_pkts) as f64
     }
 
-    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
-    fn reset(&mut self) {
-        self.cwnd = (self.core.window_bytes(self.cfg.init_cwnd_pkts) as f64).max(self.floor());
-        self.ssthresh = f64::INFINITY;
-        self.w_max = None;
-        self.cwnd_prior = 0.0;
-        self.w_est = 0.0;
-        self.epoch = None;
-    }
-
     fn reduced_ssthresh(&self) -> f64 {
         (self.cwnd * self.cfg.beta).max(self.floor())
-    }
-
-    fn on_loss(&mut self) {
-        self.epoch = None;
-        self.cwnd_prior = self.cwnd;
-        let below_last = self.w_max.is_some_and(|w| self.cwnd < w);
-        self.w_max = Some(if self.cfg.fast_convergence && below_last {
-            self.cwnd * (1.0 + self.cfg.beta) / 2.0
-        } else {
-            self.cwnd
-        });
-        self.ssthresh = self.reduced_ssthresh();
-        self.cwnd = self.ssthresh;
-    }
-
-    fn on_timeout(&mut self, repeated: bool) {
-        if !repeated {
-            self.cwnd_prior = self.cwnd;
-            self.ssthresh = self.reduced_ssthresh();
-        }
-        self.w_max = None;
-        self.epoch = None;
-        self.cwnd = self.core.loss_window() as f64;
     }
 
     fn start_epoch(&mut self, start_us: f64) -> (Epoch, f64) {
@@ -303,24 +270,6 @@ impl Cubic {
         self.epoch = Some(e);
         self.w_est = self.cwnd;
         (e, w_max)
-    }
-
-    fn grow(&mut self, acked: u64) {
-        let mut acked = acked as f64;
-        if self.cwnd < self.ssthresh {
-            let room = self.ssthresh - self.cwnd;
-            if acked >= room {
-                self.cwnd = self.ssthresh;
-                acked -= room;
-            } else {
-                self.cwnd += acked;
-                acked = 0.0;
-            }
-        }
-        if acked > 0.0 {
-            self.congestion_avoidance(acked);
-        }
-        self.cwnd = self.cwnd.min(MAX_CWND);
     }
 
     fn congestion_avoidance(&mut self, acked: f64) {
@@ -377,6 +326,63 @@ impl Cubic {
     }
 }
 
+impl WindowAlgorithm for Cubic {
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
+    fn reset(&mut self) {
+        self.cwnd = (self.core.window_bytes(self.cfg.init_cwnd_pkts) as f64).max(self.floor());
+        self.ssthresh = f64::INFINITY;
+        self.w_max = None;
+        self.cwnd_prior = 0.0;
+        self.w_est = 0.0;
+        self.epoch = None;
+    }
+
+    fn on_timeout(&mut self, repeated: bool) {
+        if !repeated {
+            self.cwnd_prior = self.cwnd;
+            self.ssthresh = self.reduced_ssthresh();
+        }
+        self.w_max = None;
+        self.epoch = None;
+        self.cwnd = self.core.loss_window() as f64;
+    }
+
+    fn on_loss(&mut self) {
+        self.epoch = None;
+        self.cwnd_prior = self.cwnd;
+        let below_last = self.w_max.is_some_and(|w| self.cwnd < w);
+        self.w_max = Some(if self.cfg.fast_convergence && below_last {
+            self.cwnd * (1.0 + self.cfg.beta) / 2.0
+        } else {
+            self.cwnd
+        });
+        self.ssthresh = self.reduced_ssthresh();
+        self.cwnd = self.ssthresh;
+    }
+
+    fn grow(&mut self, acked: u64) {
+        let mut acked = acked as f64;
+        if self.cwnd < self.ssthresh {
+            let room = self.ssthresh - self.cwnd;
+            if acked >= room {
+                self.cwnd = self.ssthresh;
+                acked -= room;
+            } else {
+                self.cwnd += acked;
+                acked = 0.0;
+            }
+        }
+        if acked > 0.0 {
+            self.congestion_avoidance(acked);
+        }
+        self.cwnd = self.cwnd.min(MAX_CWND);
+    }
+}
+
 impl Controller for Cubic {
     fn name(&self) -> &'static str {
         "cubic"
@@ -387,19 +393,11 @@ impl Controller for Cubic {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.core.start(start);
-        self.reset();
-        Decision::cwnd(self.cwnd())
+        self.start_window(start)
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        match self.core.on_measurement(m) {
-            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
-            WindowEvent::Loss => self.on_loss(),
-            WindowEvent::Grow(acked) => self.grow(acked),
-            WindowEvent::Hold => {}
-        }
-        Decision::cwnd(self.cwnd())
+        self.react(m)
     }
 
     fn calibrate(&mut self, fused: Fused) {

@@ -56,7 +56,7 @@
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
+use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, WindowEvent, packets};
 
 /// Every parameter of PACCP, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -213,13 +213,6 @@ impl Paccp {
         self.core.window_bytes(self.cfg.min_cwnd_pkts)
     }
 
-    fn reset(&mut self) {
-        let floor = self.floor();
-        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
-        self.ssthresh = MAX_CWND;
-        self.ca_acked = 0;
-    }
-
     /// The window after congestion (the cg laws of eqs. 17 and 18), floored.
     fn reduced(&self) -> u64 {
         let w = self.cwnd as f64;
@@ -229,20 +222,6 @@ impl Paccp {
             w * 0.5 + (self.cfg.omega - 1.0) * self.core.mss() as f64
         };
         (next.max(0.0) as u64).max(self.floor())
-    }
-
-    fn on_congestion(&mut self) {
-        self.ssthresh = self.reduced();
-        self.cwnd = self.ssthresh;
-        self.ca_acked = 0;
-    }
-
-    fn on_timeout(&mut self, repeated: bool) {
-        if !repeated {
-            self.ssthresh = self.reduced();
-        }
-        self.cwnd = self.core.loss_window();
-        self.ca_acked = 0;
     }
 
     /// Slow start on `acked` bytes; returns the bytes left for congestion avoidance.
@@ -310,6 +289,38 @@ impl Paccp {
         }
     }
 
+    fn adopt(&mut self, w: u64) {
+        let floor = self.floor();
+        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
+    }
+}
+
+impl WindowAlgorithm for Paccp {
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    fn reset(&mut self) {
+        let floor = self.floor();
+        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
+        self.ssthresh = MAX_CWND;
+        self.ca_acked = 0;
+    }
+
+    fn on_timeout(&mut self, repeated: bool) {
+        if !repeated {
+            self.ssthresh = self.reduced();
+        }
+        self.cwnd = self.core.loss_window();
+        self.ca_acked = 0;
+    }
+
+    fn on_loss(&mut self) {
+        self.ssthresh = self.reduced();
+        self.cwnd = self.ssthresh;
+        self.ca_acked = 0;
+    }
+
     fn grow(&mut self, acked: u64) {
         let rest = if self.cwnd < self.ssthresh {
             self.slow_start(acked)
@@ -320,14 +331,6 @@ impl Paccp {
             self.avoid(rest);
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
-    }
-
-    fn adopt(&mut self, w: u64) {
-        if w == self.cwnd {
-            return;
-        }
-        self.cwnd = w.clamp(self.floor(), MAX_CWND);
-        self.ca_acked = self.ca_acked.min(self.cwnd.saturating_sub(1));
     }
 }
 
@@ -341,23 +344,18 @@ impl Controller for Paccp {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.core.start(start);
-        self.reset();
-        Decision::cwnd(self.cwnd())
+        self.start_window(start)
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         match self.core.on_measurement(m) {
-            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
-            WindowEvent::Loss => self.on_congestion(),
-            WindowEvent::Grow(acked) => {
-                if self.cfg.ecn && m.ecn_packets > 0 && self.core.congestion_signal(m) {
-                    self.on_congestion();
-                } else {
-                    self.grow(acked);
-                }
+            // ECN marks outside a loss epoch reduce the window as a loss does.
+            WindowEvent::Grow(_)
+                if self.cfg.ecn && m.ecn_packets > 0 && self.core.congestion_signal(m) =>
+            {
+                self.on_loss()
             }
-            WindowEvent::Hold => {}
+            event => self.apply(event),
         }
         Decision::cwnd(self.cwnd())
     }

@@ -52,7 +52,7 @@
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
+use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, packets};
 
 /// Every parameter of Reno, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -169,22 +169,8 @@ impl Reno {
         self.core.window_bytes(self.cfg.min_cwnd_pkts)
     }
 
-    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
-    fn reset(&mut self) {
-        let floor = self.floor();
-        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
-        self.ssthresh = self.cfg.ss_thresh.max(floor);
-        self.ca_acked = 0;
-    }
-
     fn reduced_ssthresh(&self) -> u64 {
         ((self.cwnd as f64 * self.cfg.beta) as u64).max(self.floor())
-    }
-
-    fn on_loss(&mut self) {
-        self.ssthresh = self.reduced_ssthresh();
-        self.cwnd = self.ssthresh;
-        self.ca_acked = 0;
     }
 
     /// A congestion event signalled by other means than loss (DCTCP's ECN marks), in the report
@@ -199,11 +185,36 @@ impl Reno {
         true
     }
 
+    fn adopt(&mut self, w: u64) {
+        let floor = self.floor();
+        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
+    }
+}
+
+impl WindowAlgorithm for Reno {
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    /// The window state of a fresh flow (the core's state is reset by `WindowCore::start`).
+    fn reset(&mut self) {
+        let floor = self.floor();
+        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
+        self.ssthresh = self.cfg.ss_thresh.max(floor);
+        self.ca_acked = 0;
+    }
+
     fn on_timeout(&mut self, repeated: bool) {
         if !repeated {
             self.ssthresh = self.reduced_ssthresh();
         }
         self.cwnd = self.core.loss_window();
+        self.ca_acked = 0;
+    }
+
+    fn on_loss(&mut self) {
+        self.ssthresh = self.reduced_ssthresh();
+        self.cwnd = self.ssthresh;
         self.ca_acked = 0;
     }
 
@@ -223,14 +234,6 @@ impl Reno {
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
-
-    fn adopt(&mut self, w: u64) {
-        if w == self.cwnd {
-            return;
-        }
-        self.cwnd = w.clamp(self.floor(), MAX_CWND);
-        self.ca_acked = self.ca_acked.min(self.cwnd.saturating_sub(1));
-    }
 }
 
 impl Controller for Reno {
@@ -243,19 +246,11 @@ impl Controller for Reno {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.core.start(start);
-        self.reset();
-        Decision::cwnd(self.cwnd())
+        self.start_window(start)
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        match self.core.on_measurement(m) {
-            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
-            WindowEvent::Loss => self.on_loss(),
-            WindowEvent::Grow(acked) => self.grow(acked),
-            WindowEvent::Hold => {}
-        }
-        Decision::cwnd(self.cwnd())
+        self.react(m)
     }
 
     fn calibrate(&mut self, fused: Fused) {

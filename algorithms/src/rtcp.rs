@@ -78,7 +78,7 @@ use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Mea
 use crate::filters::Srtt;
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
+use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, packets};
 
 /// Every parameter of RTCP, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -394,24 +394,6 @@ impl Rtcp {
         self.core.window_bytes(self.cfg.max_cwnd_pkts)
     }
 
-    fn reset(&mut self) {
-        self.cwnd = self
-            .core
-            .window_bytes(self.cfg.init_cwnd_pkts)
-            .clamp(self.floor(), self.ceiling());
-        self.counter = Counter::new(self.cfg.weight, self.cfg.max_rate);
-        self.classified = false;
-        self.urgent = false;
-        self.base_rtt_us = 0;
-        self.delay_us = 0;
-        self.smoothed = None;
-        self.last_n = 0.0;
-        self.srtt = Srtt::new();
-        self.last_report_us = self.core.now_us();
-        self.epoch_end_us = 0;
-        self.acked_total = 0;
-    }
-
     /// At the first report: urgent if the flow's size is at most the threshold.
     fn classify(&mut self, m: &Measurement) {
         if self.classified {
@@ -494,6 +476,49 @@ impl Rtcp {
     }
 }
 
+impl WindowAlgorithm for Rtcp {
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    fn reset(&mut self) {
+        self.cwnd = self
+            .core
+            .window_bytes(self.cfg.init_cwnd_pkts)
+            .clamp(self.floor(), self.ceiling());
+        self.counter = Counter::new(self.cfg.weight, self.cfg.max_rate);
+        self.classified = false;
+        self.urgent = false;
+        self.base_rtt_us = 0;
+        self.delay_us = 0;
+        self.smoothed = None;
+        self.last_n = 0.0;
+        self.srtt = Srtt::new();
+        self.last_report_us = self.core.now_us();
+        self.epoch_end_us = 0;
+        self.acked_total = 0;
+    }
+
+    fn on_timeout(&mut self, _repeated: bool) {
+        self.cwnd = self.core.loss_window();
+        self.next_epoch(self.core.now_us());
+    }
+
+    fn on_loss(&mut self) {
+        self.cwnd = (self.cwnd / 2).clamp(self.floor(), self.ceiling());
+        self.next_epoch(self.core.now_us());
+    }
+
+    /// Eq. (9) once per decision epoch, whatever was acknowledged.
+    fn grow(&mut self, _acked: u64) {
+        let now = self.core.now_us();
+        if now >= self.epoch_end_us && self.core.rtt_us() > 0 {
+            self.decide();
+            self.next_epoch(now);
+        }
+    }
+}
+
 impl Controller for Rtcp {
     fn name(&self) -> &'static str {
         "rtcp"
@@ -504,9 +529,7 @@ impl Controller for Rtcp {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.core.start(start);
-        self.reset();
-        Decision::cwnd(self.cwnd())
+        self.start_window(start)
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
@@ -514,23 +537,7 @@ impl Controller for Rtcp {
         self.classify(m);
         self.acked_total = self.acked_total.saturating_add(m.acked_bytes);
         self.observe(m);
-        match event {
-            WindowEvent::Timeout { .. } => {
-                self.cwnd = self.core.loss_window();
-                self.next_epoch(m.now_us);
-            }
-            WindowEvent::Loss => {
-                self.cwnd = (self.cwnd / 2).clamp(self.floor(), self.ceiling());
-                self.next_epoch(m.now_us);
-            }
-            WindowEvent::Hold => {}
-            WindowEvent::Grow(_) => {
-                if m.now_us >= self.epoch_end_us && self.core.rtt_us() > 0 {
-                    self.decide();
-                    self.next_epoch(m.now_us);
-                }
-            }
-        }
+        self.apply(event);
         Decision::cwnd(self.cwnd())
     }
 

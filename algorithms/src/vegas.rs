@@ -50,7 +50,7 @@ use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Mea
 use crate::filters::{ReportClock, RoundCounter, Srtt, count_param};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, MAX_CWND, WindowCore, WindowEvent, packets};
+use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, WindowEvent, packets};
 
 /// Every parameter of Vegas, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -231,20 +231,6 @@ impl Vegas {
         self.core.window_bytes(self.cfg.min_cwnd_pkts)
     }
 
-    fn reset(&mut self) {
-        let floor = self.floor();
-        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
-        self.ssthresh = MAX_CWND;
-        self.base_rtt_us = 0;
-        self.rounds = RoundCounter::new();
-        self.round_rtt_us = 0;
-        self.growth_round = true;
-        self.hold_window = None;
-        self.last_diff = None;
-        self.srtt = Srtt::new();
-        self.clock = ReportClock::new(self.cfg.reports_per_rtt);
-    }
-
     fn reduced_ssthresh(&self) -> u64 {
         ((self.cwnd as f64 * self.cfg.loss_beta) as u64).max(self.floor())
     }
@@ -292,14 +278,49 @@ impl Vegas {
         }
     }
 
-    fn slow_start(&mut self, acked: u64) {
+    fn adopt(&mut self, w: u64) {
+        self.cwnd = w.clamp(self.floor(), MAX_CWND);
+    }
+}
+
+impl WindowAlgorithm for Vegas {
+    fn core_mut(&mut self) -> &mut WindowCore {
+        &mut self.core
+    }
+
+    fn reset(&mut self) {
+        let floor = self.floor();
+        self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
+        self.ssthresh = MAX_CWND;
+        self.base_rtt_us = 0;
+        self.rounds = RoundCounter::new();
+        self.round_rtt_us = 0;
+        self.growth_round = true;
+        self.hold_window = None;
+        self.last_diff = None;
+        self.srtt = Srtt::new();
+        self.clock = ReportClock::new(self.cfg.reports_per_rtt);
+    }
+
+    fn on_timeout(&mut self, repeated: bool) {
+        if !repeated {
+            self.ssthresh = self.reduced_ssthresh();
+        }
+        self.cwnd = self.core.loss_window();
+        self.growth_round = true;
+        self.hold_window = None;
+    }
+
+    fn on_loss(&mut self) {
+        self.ssthresh = self.reduced_ssthresh();
+        self.cwnd = self.ssthresh;
+    }
+
+    /// Slow start only: congestion avoidance acts once per round.
+    fn grow(&mut self, acked: u64) {
         if self.in_slow_start() && self.growth_round {
             self.cwnd = (self.cwnd + acked.min(self.ssthresh - self.cwnd)).min(MAX_CWND);
         }
-    }
-
-    fn adopt(&mut self, w: u64) {
-        self.cwnd = w.clamp(self.floor(), MAX_CWND);
     }
 }
 
@@ -313,9 +334,7 @@ impl Controller for Vegas {
     }
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.core.start(start);
-        self.reset();
-        Decision::cwnd(self.cwnd())
+        self.start_window(start)
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
@@ -332,29 +351,12 @@ impl Controller for Vegas {
             };
         }
         let round_start = self.rounds.on_report(m.acked_bytes, m.bytes_in_flight);
-        match event {
-            WindowEvent::Timeout { repeated } => {
-                if !repeated {
-                    self.ssthresh = self.reduced_ssthresh();
-                }
-                self.cwnd = self.core.loss_window();
-                self.growth_round = true;
-                self.hold_window = None;
-            }
-            WindowEvent::Loss => {
-                self.ssthresh = self.reduced_ssthresh();
-                self.cwnd = self.ssthresh;
-            }
-            WindowEvent::Hold => {}
-            WindowEvent::Grow(acked) => {
-                // This report's ACKs belong to the round they end: grow before the round closes.
-                self.slow_start(acked);
-                // Round 1 starts at the first acknowledgement: no round has ended before it.
-                if round_start && self.rounds.rounds() > 1 {
-                    let rtt = self.round_rtt_us;
-                    self.end_of_round(rtt);
-                }
-            }
+        // This report's ACKs belong to the round they end: grow before the round closes.
+        self.apply(event);
+        // Round 1 starts at the first acknowledgement: no round has ended before it.
+        if matches!(event, WindowEvent::Grow(_)) && round_start && self.rounds.rounds() > 1 {
+            let rtt = self.round_rtt_us;
+            self.end_of_round(rtt);
         }
         if round_start {
             self.round_rtt_us = 0;

@@ -2,7 +2,8 @@
 //! RTT it last observed, the time of the last report, the once-per-RTT loss epoch (recovery with
 //! its growth hold) and the timeout state, and classifies each [`Measurement`] into a
 //! [`WindowEvent`] — timeout, loss, growth by the acknowledged bytes, or hold — so that an
-//! algorithm ([`crate::reno`], [`crate::cubic`], ...) only says how its window reacts to each.
+//! algorithm ([`crate::reno`], [`crate::cubic`], ...) only says how its window reacts to each
+//! ([`WindowAlgorithm`]).
 //! [`WindowCore::fused_window`] converts a PolyCC [`Fused`] value (a window, or a rate times the
 //! last RTT) into a window for `calibrate`; [`INIT_CWND`] and [`MIN_CWND`] are the window
 //! parameters they declare alike.
@@ -24,7 +25,7 @@
 //!
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
-use crate::controller::{FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, FlowStart, Fused, Measurement};
 use crate::params::{ParamSpec, Unit};
 
 /// MSS assumed until the flow tells us its own, bytes.
@@ -223,6 +224,61 @@ impl WindowCore {
         self.epoch_end_us = m.now_us.saturating_add(len);
         self.hold_growth = hold_growth;
     }
+}
+
+/// A window algorithm on a [`WindowCore`]: how its own state starts and how its window reacts to
+/// each [`WindowEvent`]. [`WindowAlgorithm::start_window`] and [`WindowAlgorithm::react`] do the
+/// rest, alike for all.
+pub trait WindowAlgorithm: Controller {
+    /// The shared window state.
+    fn core_mut(&mut self) -> &mut WindowCore;
+
+    /// The algorithm's own state for a fresh flow (the core has just started).
+    fn reset(&mut self);
+
+    /// A retransmission timeout; `repeated`: keep `ssthresh`.
+    fn on_timeout(&mut self, repeated: bool);
+
+    /// The first loss of a loss epoch.
+    fn on_loss(&mut self);
+
+    /// Growth for `acked` newly acknowledged bytes (possibly 0).
+    fn grow(&mut self, acked: u64);
+
+    /// Begin the flow: the core, then the algorithm's own state; decides the first window.
+    fn start_window(&mut self, start: &FlowStart) -> Decision {
+        self.core_mut().start(start);
+        self.reset();
+        Decision::cwnd(self.cwnd())
+    }
+
+    /// React to `event`: a hold leaves the window as it is.
+    fn apply(&mut self, event: WindowEvent) {
+        match event {
+            WindowEvent::Timeout { repeated } => self.on_timeout(repeated),
+            WindowEvent::Loss => self.on_loss(),
+            WindowEvent::Grow(acked) => self.grow(acked),
+            WindowEvent::Hold => {}
+        }
+    }
+
+    /// Classify the report `m` by the core, react to it, and decide the window.
+    fn react(&mut self, m: &Measurement) -> Decision {
+        let event = self.core_mut().on_measurement(m);
+        self.apply(event);
+        Decision::cwnd(self.cwnd())
+    }
+}
+
+/// Take the window `w` (bytes) from outside (PolyCC's `calibrate`) into `cwnd`, clamped to
+/// `floor..=MAX_CWND`, and keep the congestion-avoidance byte counter `ca_acked` below it. An
+/// unchanged window changes nothing.
+pub fn adopt(cwnd: &mut u64, ca_acked: &mut u64, w: u64, floor: u64) {
+    if w == *cwnd {
+        return;
+    }
+    *cwnd = w.clamp(floor, MAX_CWND);
+    *ca_acked = (*ca_acked).min(cwnd.saturating_sub(1));
 }
 
 /// A window in bytes as an algorithm keeps it: whole bytes (`u64`) or with fractions (`f64`).
