@@ -10,6 +10,7 @@
 //! policy and its run-time changes, and the agent keeps bills per VM and per flow.
 
 pub mod ipc;
+pub mod live;
 pub mod pricing;
 pub mod rules;
 
@@ -51,6 +52,8 @@ pub struct AgentCore {
     report: Option<ReportPeriod>,
     /// Classes of service and bills of priced flows (`--pricing`).
     pricing: Option<Arc<pricing::Pricing>>,
+    /// Every live flow, for the `flows` and `set-params` commands.
+    pub live: Arc<live::LiveFlows>,
 }
 
 impl AgentCore {
@@ -73,6 +76,7 @@ impl AgentCore {
             alg_counts: RwLock::new(HashMap::new()),
             report: None,
             pricing: None,
+            live: Arc::default(),
         }
     }
 
@@ -161,6 +165,33 @@ impl AgentCore {
             self.base(self.default_alg),
             Choice::Default,
         )
+    }
+
+    /// Run a control command (`ccp-agent ctl`): `flows`, `set-params FLOW KEY=VALUE ...`, or a
+    /// pricing command (`set-class ...`, `bill`). Returns the answer (JSON for `flows`, `bill`).
+    pub fn command(&self, text: &str) -> Result<String, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        match words.as_slice() {
+            ["flows"] => Ok(self.live.list().to_string()),
+            ["set-params", args @ ..] => self.live.set_params(args),
+            _ => match &self.pricing {
+                Some(p) => p.command(text).map_err(|e| {
+                    if e.starts_with("unknown command") {
+                        format!("{e}, `flows` or `set-params FLOW KEY=VALUE ...`")
+                    } else {
+                        e
+                    }
+                }),
+                None if matches!(words.first(), Some(&("set-class" | "bill"))) => Err(format!(
+                    "{text:?} needs a pricing policy (--pricing); without one the commands are \
+                     `flows` and `set-params FLOW KEY=VALUE [KEY=VALUE ...]`"
+                )),
+                None => Err(format!(
+                    "unknown command {text:?}; expected `flows` or \
+                     `set-params FLOW KEY=VALUE [KEY=VALUE ...]` (set-class and bill need --pricing)"
+                )),
+            },
+        }
     }
 
     /// Flows created so far, per algorithm.
@@ -271,9 +302,11 @@ impl<I: Ipc> CongAlg<I> for Pool {
             None => (params, None),
         };
         let mut ctl = (spec.build)(&params);
+        let is_priced = priced.is_some();
         if let Some(ticket) = priced {
             ctl = ticket.wrap(ctl);
         }
+        let ctl = core.live.wrap(ctl, &key, spec, params, is_priced);
         ControlledFlow::start(
             ctl,
             control,
@@ -327,6 +360,18 @@ mod tests {
         assert_eq!((p.get("init-cwnd"), p.get("beta")), (10.0, 0.6));
         let (spec, _, why) = c.choose(&key(1, "nosuch"));
         assert_eq!((spec.name, why), ("cubic", Choice::Default));
+    }
+
+    #[test]
+    fn control_commands_without_pricing_are_flows_and_set_params() {
+        let c = core("rules: []\n");
+        assert_eq!(c.command("flows").unwrap(), r#"{"flows":[]}"#);
+        let e = c.command("set-params").unwrap_err();
+        assert!(e.contains("usage: set-params FLOW KEY=VALUE"), "{e}");
+        let e = c.command("set-params 10.0.0.1:5 min=1mbit").unwrap_err();
+        assert!(e.contains("no live flow"), "{e}");
+        let e = c.command("bill").unwrap_err();
+        assert!(e.contains("--pricing") && e.contains("set-params"), "{e}");
     }
 
     #[test]

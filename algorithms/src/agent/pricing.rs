@@ -493,14 +493,14 @@ pub struct FlowSlot {
 }
 
 impl FlowSlot {
-    fn offer(&self, p: ParamSet) {
+    pub(crate) fn offer(&self, p: ParamSet) {
         if let Ok(mut slot) = self.pending.lock() {
             *slot = Some(p);
             self.has_pending.store(true, Ordering::Release);
         }
     }
 
-    fn take(&self) -> Option<ParamSet> {
+    pub(crate) fn take(&self) -> Option<ParamSet> {
         if !self.has_pending.swap(false, Ordering::AcqRel) {
             return None;
         }
@@ -798,7 +798,7 @@ impl Pricing {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(FlowSlot::default());
-        let label = format!("{}:{}", Ipv4Addr::from(key.src_ip), key.src_port);
+        let label = key.label();
         s.live.insert(
             id,
             FlowState {

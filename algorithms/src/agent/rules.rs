@@ -77,6 +77,17 @@ pub struct FlowKey {
     pub requested: String,
 }
 
+impl FlowKey {
+    /// How run-time commands (`set-class`, `set-params`) address a live flow: `SRC_IP:SRC_PORT`.
+    pub fn label(&self) -> String {
+        format!(
+            "{}:{}",
+            std::net::Ipv4Addr::from(self.src_ip),
+            self.src_port
+        )
+    }
+}
+
 /// Conditions of one rule; `None` means "any".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Match {

@@ -95,6 +95,7 @@ struct Cli {
     bill: Option<PathBuf>,
 
     /// Control socket (unix stream) for run-time commands: `ccp-agent ctl --ctl PATH ...`
+    /// (`flows`, `set-params FLOW KEY=VALUE ...`, and with --pricing `set-class`, `bill`)
     #[arg(long)]
     ctl: Option<PathBuf>,
 
@@ -126,7 +127,11 @@ enum Command {
     CheckRules { file: PathBuf },
     /// Check a pricing policy and exit
     CheckPricing { file: PathBuf },
-    /// Send a command to a running agent's control socket and print its answer, e.g.
+    /// Send a command to a running agent's control socket and print its answer: `flows` (live
+    /// flows as JSON: id, addresses, algorithm, parameters), `set-params FLOW KEY=VALUE ...`
+    /// (change a live flow's parameters at its next report; FLOW is SRC_IP:SRC_PORT or an id
+    /// from `flows`; e.g. `set-params 10.0.0.1:40000 min=50mbit`; only algorithms that take
+    /// live changes, such as hercules and paccp), and with --pricing
     /// `set-class 10.0.0.1:40000 ds --weight 2`, `set-class RULE mrg --theta 1gbit`,
     /// `set-class vm:NAME be`, or `bill`
     Ctl {
@@ -153,7 +158,7 @@ fn ctl_send(path: &PathBuf, command: &str) -> Result<String> {
 }
 
 /// Serve the control socket: one command line per connection, one answer (`ok ...`, `error:
-/// ...`, or the bill's JSON).
+/// ...`, or JSON for `flows` and `bill`).
 fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
     use std::io::{BufRead, BufReader, Write};
     if path.exists() {
@@ -174,19 +179,16 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
             if BufReader::new(&conn).read_line(&mut line).is_err() {
                 continue;
             }
-            let answer = match core.pricing() {
-                None => "error: the agent has no pricing policy (--pricing)".to_string(),
-                Some(p) => match p.command(line.trim()) {
-                    Ok(a) => {
-                        info!(command = line.trim(), "control command");
-                        if a.starts_with('{') {
-                            a
-                        } else {
-                            format!("ok {a}")
-                        }
+            let answer = match core.command(line.trim()) {
+                Ok(a) => {
+                    info!(command = line.trim(), "control command");
+                    if a.starts_with('{') {
+                        a
+                    } else {
+                        format!("ok {a}")
                     }
-                    Err(e) => format!("error: {e}"),
-                },
+                }
+                Err(e) => format!("error: {e}"),
             };
             let _ = conn.write_all(answer.as_bytes());
             let _ = conn.write_all(b"\n");
