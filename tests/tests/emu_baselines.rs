@@ -39,14 +39,13 @@
 //! drop removes every namespace, device and process; the file checks that nothing with its
 //! name prefix is left.
 
+use ccp_emu::sys::{congestion, set_congestion, tcp_info};
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{DelayConfig, EmuError, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
 use ccp_tests::{Agent, workspace_bin};
-use nix::libc;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -253,60 +252,6 @@ fn kernel_cc_loads(cc: &str) -> bool {
         return false;
     };
     set_congestion(&l, cc).is_ok()
-}
-
-fn set_congestion(fd: &impl AsRawFd, cc: &str) -> std::io::Result<()> {
-    // SAFETY: a valid socket and a buffer of the length given.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-fn congestion(fd: &impl AsRawFd) -> Option<String> {
-    let mut buf = [0u8; 16];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: a valid socket, a buffer and its length.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then(|| {
-        let b = &buf[..len as usize];
-        String::from_utf8_lossy(b.split(|c| *c == 0).next().unwrap_or(b)).into_owned()
-    })
-}
-
-fn tcp_info(fd: &impl AsRawFd) -> Option<libc::tcp_info> {
-    // SAFETY: tcp_info is plain data; zero is a valid value of every field.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: a valid socket, a buffer and its length.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(info)
 }
 
 fn sys_err(what: &str) -> impl FnOnce(std::io::Error) -> EmuError + '_ {

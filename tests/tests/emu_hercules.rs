@@ -10,13 +10,12 @@
 //! (`cargo build --release --bins`); without them the test says why and skips. The testbed's
 //! drop removes every namespace, device and process.
 
+use ccp_emu::sys::set_congestion;
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{DelayConfig, EmuError, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
 use ccp_tests::{Agent, workspace_bin};
-use nix::libc;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -52,24 +51,6 @@ fn skip_reason() -> Option<String> {
         }
     }
     None
-}
-
-fn set_congestion(fd: &impl AsRawFd, cc: &str) -> std::io::Result<()> {
-    // SAFETY: a valid socket and a buffer of the length given.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 fn sys_err(what: &str) -> impl FnOnce(std::io::Error) -> EmuError + '_ {

@@ -2,9 +2,9 @@
 //! touches `/sys/fs/bpf`), and one bulk TCP transfer with its goodput and window samples.
 
 use crate::{Pins, mount_bpffs, unload};
+pub use ccp_emu::sys::{set_congestion, tcp_info};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,43 +69,6 @@ impl Drop for PrivateBpffs {
     fn drop(&mut self) {
         release(&self.dir);
     }
-}
-
-/// `setsockopt(TCP_CONGESTION)`.
-pub fn set_congestion(fd: &impl AsRawFd, cc: &str) -> std::io::Result<()> {
-    // SAFETY: a valid socket and a buffer of the length given.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// `getsockopt(TCP_INFO)`: what `ss -ti` shows.
-pub fn tcp_info(fd: &impl AsRawFd) -> Option<libc::tcp_info> {
-    // SAFETY: tcp_info is plain data; zero is a valid value of every field.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: a valid socket, a buffer and its length.
-    let r = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(info)
 }
 
 /// A receiver that counts bytes: accept one connection on `listener` and read until EOF.

@@ -235,6 +235,65 @@ pub fn sysctl(key: &str, value: &str) -> Result<()> {
     std::fs::write(&path, value).map_err(|e| EmuError::sys(format!("writing {path}"), e))
 }
 
+/// `setsockopt(TCP_CONGESTION)`: run a kernel TCP socket under congestion control `cc` (as root
+/// this loads the module if needed). What tests and benchmarks of kernel flows across the
+/// emulator use.
+pub fn set_congestion(fd: &impl AsRawFd, cc: &str) -> std::io::Result<()> {
+    // SAFETY: a valid socket and a buffer of the length given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `getsockopt(TCP_CONGESTION)`: the congestion control a kernel TCP socket runs.
+pub fn congestion(fd: &impl AsRawFd) -> Option<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: a valid socket, a buffer and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then(|| {
+        let b = &buf[..len as usize];
+        String::from_utf8_lossy(b.split(|c| *c == 0).next().unwrap_or(b)).into_owned()
+    })
+}
+
+/// `getsockopt(TCP_INFO)`: what `ss -ti` shows of a kernel TCP socket.
+pub fn tcp_info(fd: &impl AsRawFd) -> Option<libc::tcp_info> {
+    // SAFETY: tcp_info is plain data; zero is a valid value of every field.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: a valid socket, a buffer and its length.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(info)
+}
+
 /// A TUN device (layer 3, no packet-information header), non-persistent: it disappears when
 /// this handle is dropped or the process ends.
 #[derive(Debug)]
