@@ -208,9 +208,27 @@ fn agent_killed_mid_transfer_flow_falls_back_and_returns() {
     );
     // The restarted agent re-created the flow and answered its reports.
     assert!(!agent.events("flow created").is_empty(), "{}", agent.logs());
+    // After its return the flow stays with the agent. A busy machine may starve the agent past
+    // the silence timeout for a moment (another fallback and return), so this asks that most of
+    // the trace after the first return is under the agent, not that every sample is.
     let trace = flows(&sent)[0]["trace"].as_array().unwrap();
-    let last = trace.last().unwrap();
-    assert_eq!(last["controller"], "ccp-agent", "{last}");
+    let under = |x: &serde_json::Value| x["controller"] == "ccp-agent";
+    let fell = trace
+        .iter()
+        .position(|x| !under(x))
+        .expect("the trace never shows the fallback");
+    let back = fell
+        + trace[fell..]
+            .iter()
+            .position(under)
+            .expect("the trace never shows the return to the agent");
+    let after = &trace[back..];
+    let with_agent = after.iter().filter(|x| under(x)).count();
+    assert!(
+        with_agent * 10 >= after.len() * 7,
+        "only {with_agent} of {} samples after the return are under the agent",
+        after.len()
+    );
     assert!(killed_at.elapsed() < Duration::from_secs(30));
 }
 
