@@ -34,6 +34,25 @@ fn root(test: &str) -> bool {
     }
 }
 
+/// The common start of a root test: skips (with the reason) without root or one of the `tools`,
+/// else holds the serial lock and sweeps `prefix` now and when the returned guards drop (the
+/// sweep first, then the lock).
+fn begin(
+    test: &str,
+    prefix: &'static str,
+    tools: &[&str],
+) -> Option<(std::sync::MutexGuard<'static, ()>, Clean)> {
+    if !root(test) {
+        return None;
+    }
+    if let Some(t) = tools.iter().find(|t| !have(t)) {
+        eprintln!("skipping {test}: {t} is not installed (scripts/install-deps.sh installs it)");
+        return None;
+    }
+    let serial = serial();
+    Some((serial, Clean::new(prefix)))
+}
+
 /// Every network namespace some process is in or holds a descriptor of.
 fn netns_inodes() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -209,11 +228,9 @@ fn blast(tx: &UdpSocket, payload: usize, rate_bps: f64, dur: Duration) -> u64 {
 
 #[test]
 fn hand_computed_trace_end_to_end() {
-    if !root("hand_computed_trace_end_to_end") {
+    let Some((_s, clean)) = begin("hand_computed_trace_end_to_end", "tetr", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tetr");
+    };
     // Opportunities at 20, 40, 40, 60, 100 ms, repeating every 100 ms.
     let trace = Trace::from_ms("hand.trace", vec![20, 40, 40, 60, 100]).unwrap();
     let shell = link_shell(
@@ -261,11 +278,9 @@ fn hand_computed_trace_end_to_end() {
 
 #[test]
 fn constant_rate_is_within_one_percent() {
-    if !root("constant_rate_is_within_one_percent") {
+    let Some((_s, clean)) = begin("constant_rate_is_within_one_percent", "terate", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("terate");
+    };
     let rate = 50_000_000.0 / 8.0;
     let up = LinkConfig::rate(rate as u64).with_queue(QueueConfig::droptail_packets(1000));
     let shell = link_shell("terate", up, LinkConfig::rate(rate as u64));
@@ -332,17 +347,9 @@ fn have(cmd: &str) -> bool {
 
 #[test]
 fn delay_adds_twice_the_delay_to_ping() {
-    if !root("delay_adds_twice_the_delay_to_ping") {
+    let Some((_s, clean)) = begin("delay_adds_twice_the_delay_to_ping", "tedel", &["ping"]) else {
         return;
-    }
-    if !have("ping") {
-        eprintln!(
-            "skipping delay_adds_twice_the_delay_to_ping: ping is not installed (apt-get install iputils-ping; scripts/install-deps.sh does)"
-        );
-        return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tedel");
+    };
     let base = ping_rtts(&["delay", "0"], "tedel").unwrap();
     let delayed = ping_rtts(&["delay", "20"], "tedel").unwrap();
     assert_eq!((base.len(), delayed.len()), (20, 20));
@@ -367,11 +374,9 @@ fn delay_adds_twice_the_delay_to_ping() {
 
 #[test]
 fn jitter_keeps_rtt_in_range_and_order() {
-    if !root("jitter_keeps_rtt_in_range_and_order") || !have("ping") {
+    let Some((_s, clean)) = begin("jitter_keeps_rtt_in_range_and_order", "tejit", &["ping"]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tejit");
+    };
     let rtts = ping_rtts(&["delay", "10", "--jitter", "10ms"], "tejit").unwrap();
     assert_eq!(rtts.len(), 20);
     // 2 × 10 ms plus 0..2 × 10 ms of jitter; ping's own scheduling on a loaded machine may
@@ -390,11 +395,9 @@ fn jitter_keeps_rtt_in_range_and_order() {
 
 #[test]
 fn loss_rate_is_within_statistical_bounds() {
-    if !root("loss_rate_is_within_statistical_bounds") {
+    let Some((_s, clean)) = begin("loss_rate_is_within_statistical_bounds", "teloss", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("teloss");
+    };
     let shell = Shell::start(ShellConfig {
         uplink: PathConfig {
             loss: 0.2,
@@ -427,11 +430,9 @@ fn loss_rate_is_within_statistical_bounds() {
 
 #[test]
 fn droptail_queue_drops_what_it_should() {
-    if !root("droptail_queue_drops_what_it_should") {
+    let Some((_s, clean)) = begin("droptail_queue_drops_what_it_should", "tedt", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tedt");
+    };
     // 1 Mbit/s: a 1500-byte packet takes 12 ms, so a burst of 100 finds one packet on the
     // wire and 20 in the queue; the other 79 are dropped.
     let up = LinkConfig::rate(125_000).with_queue(QueueConfig::droptail_packets(20));
@@ -479,11 +480,13 @@ fn real_mahimahi_traces_load_and_replay() {
         }
     }
     assert!(n >= 2, "no traces in {}", dir.display());
-    if !root("real_mahimahi_traces_load_and_replay (replay part)") {
+    let Some((_s, clean)) = begin(
+        "real_mahimahi_traces_load_and_replay (replay part)",
+        "tereal",
+        &[],
+    ) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tereal");
+    };
     let up = Trace::load(dir.join("Verizon-LTE-short.up")).unwrap();
     let down = Trace::load(dir.join("Verizon-LTE-short.down")).unwrap();
     let shell = link_shell(
@@ -516,11 +519,9 @@ fn real_mahimahi_traces_load_and_replay() {
 
 #[test]
 fn shells_nest_and_route_both_ways() {
-    if !root("shells_nest_and_route_both_ways") {
+    let Some((_s, clean)) = begin("shells_nest_and_route_both_ways", "tenest", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tenest");
+    };
     let emu = env!("CARGO_BIN_EXE_ccp-emu");
     // A server outside (UDP echo on the outermost shell's base address) reached from two levels
     // in; and the inner address printed for the outside to check the route.
@@ -609,11 +610,9 @@ fn shells_nest_and_route_both_ways() {
 
 #[test]
 fn killed_emulator_leaves_nothing_behind() {
-    if !root("killed_emulator_leaves_nothing_behind") {
+    let Some((_s, clean)) = begin("killed_emulator_leaves_nothing_behind", "tekill", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tekill");
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-emu"))
         .args(["delay", "10", "--name-prefix", "tekill", "--"])
         .args(["sh", "-c", "sleep 300 & sleep 301"])
@@ -664,11 +663,9 @@ fn killed_emulator_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_cleans_up_and_once_ends_the_shell() {
-    if !root("ctrl_c_cleans_up_and_once_ends_the_shell") {
+    let Some((_s, clean)) = begin("ctrl_c_cleans_up_and_once_ends_the_shell", "tesig", &[]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tesig");
+    };
     let emu = env!("CARGO_BIN_EXE_ccp-emu");
     let child = Command::new(emu)
         .args(["delay", "1", "--name-prefix", "tesig", "--", "sleep", "300"])
@@ -716,21 +713,19 @@ fn find_workspace_bin(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn kernel_cubic_and_udp_reno_share_a_bottleneck() {
-    if !root("kernel_cubic_and_udp_reno_share_a_bottleneck") {
+    let Some((_s, clean)) = begin(
+        "kernel_cubic_and_udp_reno_share_a_bottleneck",
+        "tefair",
+        &["iperf3"],
+    ) else {
         return;
-    }
-    if !have("iperf3") {
-        eprintln!("skipping kernel_cubic_and_udp_reno_share_a_bottleneck: iperf3 is not installed");
-        return;
-    }
+    };
     let Some(udp) = find_workspace_bin("ccp-udp") else {
         eprintln!(
             "skipping kernel_cubic_and_udp_reno_share_a_bottleneck: ccp-udp is not built (cargo build --workspace --release --bins)"
         );
         return;
     };
-    let _s = serial();
-    let clean = Clean::new("tefair");
     let dir = tempfile::tempdir().unwrap();
     // 50 Mbit/s, 20 ms each way (40 ms RTT), a droptail queue of about one BDP.
     let link = LinkConfig::rate(50_000_000 / 8).with_queue(QueueConfig::droptail_packets(170));
@@ -881,11 +876,9 @@ fn cli_errors_are_clear() {
 
 #[test]
 fn ecn_marks_reach_kernel_tcp() {
-    if !root("ecn_marks_reach_kernel_tcp") || !have("iperf3") {
+    let Some((_s, clean)) = begin("ecn_marks_reach_kernel_tcp", "teecn", &["iperf3"]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("teecn");
+    };
     let mut link = LinkConfig::rate(20_000_000 / 8);
     link.ecn = Some(ccp_emu::EcnThreshold::Packets(20));
     let tb = Testbed::new(TestbedConfig {
@@ -926,11 +919,9 @@ fn ecn_marks_reach_kernel_tcp() {
 
 #[test]
 fn testbed_cli_runs_a_command_per_host() {
-    if !root("testbed_cli_runs_a_command_per_host") || !have("ping") {
+    let Some((_s, clean)) = begin("testbed_cli_runs_a_command_per_host", "tetbc", &["ping"]) else {
         return;
-    }
-    let _s = serial();
-    let clean = Clean::new("tetbc");
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_ccp-emu"))
         .args(["testbed", "--senders", "2", "--rate", "10mbit", "--delay", "5"])
         .args(["--name-prefix", "tetbc", "--receiver", "sleep 30"])
