@@ -317,3 +317,70 @@ fn rates_follow_a_capacity_that_changes_every_60_s() {
         assert!(util >= 0.9, "utilisation {util:.3} at {c}");
     }
 }
+
+/// HRF rates, Mbit/s, of flows with minima `min` Mbit/s (maxima 1.5x) on `capacity` bit/s.
+fn hrf(capacity: u64, reqs: &[(f64, bool)]) -> Vec<f64> {
+    use ccp_algorithms::hercules::{Requirements, hrf_allocation};
+    let reqs: Vec<Requirements> = reqs
+        .iter()
+        .map(|&(a, bounded)| Requirements::new(a * 1e6 / 8.0, 0.0, 1.5, bounded))
+        .collect();
+    hrf_allocation(capacity as f64 / 8.0, &reqs)
+        .iter()
+        .map(|x| x * 8.0 / 1e6)
+        .collect()
+}
+
+#[test]
+fn a_requirement_changed_at_run_time_is_followed() {
+    // Two flows on 60 Mbit/s: flow 0 a bounded application requiring 5 Mbit/s (b = 7.5), flow 1
+    // unbounded requiring 10. At 20 s the application raises flow 0's requirement to 20 Mbit/s
+    // (b = 30), at 40 s it lowers it back to 5, both through the agent's `set-params` command
+    // (what `ccp-agent ctl set-params` sends). HRF: 7.5 / 52.5, then 30 / 30, then 7.5 / 52.5.
+    use ccp_sim::scenario::AgentCommand;
+    let cap = 60_000_000;
+    let flows = vec![
+        FlowSpec::bulk("", "", "hercules:min=5mbit,bounded=true"),
+        FlowSpec::bulk("", "", "hercules:min=10mbit"),
+    ];
+    let mut s = dumbbell(flows, cap, 60);
+    let set = |at: u64, min: &str| AgentCommand {
+        at: Dur::secs(at),
+        command: format!("set-params 10.0.0.1:10000 min={min}"),
+    };
+    s.agent.commands = vec![set(20, "20mbit"), set(40, "5mbit")];
+    let r = run(&s, None).unwrap();
+    assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
+    let x = |from: u64, to: u64| [rate(&r, 0, from, to) / 1e6, rate(&r, 1, from, to) / 1e6];
+    let (low, high) = (
+        hrf(cap, &[(5.0, true), (10.0, false)]),
+        hrf(cap, &[(20.0, true), (10.0, false)]),
+    );
+    let (before, raised, lowered) = (x(10, 20), x(25, 40), x(45, 60));
+    eprintln!(
+        "flow 0 (5 -> 20 -> 5 Mbit/s) and flow 1, Mbit/s: {before:.2?} over 10-20 s, {raised:.2?} \
+         over 25-40 s, {lowered:.2?} over 45-60 s (HRF {low:.1?}, {high:.1?}, {low:.1?})"
+    );
+    let per_second: Vec<[f64; 2]> = (18..44).map(|t| x(t, t + 1)).collect();
+    eprintln!("per second from 18 s: {per_second:.1?}");
+    // Before the change the bounded flow sits at its maximum and the other takes the rest.
+    assert!(
+        before[0] >= 0.9 * low[0] && before[0] <= 1.01 * low[0],
+        "{before:.2?}"
+    );
+    // Raised: within 2 s (about 45 MIs of 45 ms) the flow is above its new minimum, and over
+    // 25-40 s it holds at least 80 % of its new HRF rate (measured 26.3 of 30).
+    assert!(x(21, 22)[0] >= 0.9 * 20.0, "{per_second:.1?}");
+    assert!(
+        raised[0] >= 0.8 * high[0] && raised[0] <= 1.01 * high[0],
+        "{raised:.2?}"
+    );
+    assert!(raised[0] + raised[1] >= 0.9 * 60.0, "{raised:.2?}");
+    // Lowered: a bounded flow above its new maximum is brought down at its next report; within
+    // the second of the change it is at its bound, and the other flow takes the link back.
+    assert!(x(41, 42)[0] <= 1.01 * low[0], "{per_second:.1?}");
+    assert!(
+        lowered[0] <= 1.01 * low[0] && lowered[1] >= 0.8 * low[1],
+        "{lowered:.2?}"
+    );
+}

@@ -11,16 +11,18 @@ use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
 use ccp_algorithms::agent::ipc::Screened;
-use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
+use ccp_algorithms::agent::pricing::{Command as PricingCommand, Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
 use ccp_algorithms::aggregator::{AggregatorSource, SharedSim, SimSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
-use portus::ipc::BackendBuilder;
+use portus::ipc::{BackendBuilder, Ipc};
+use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use tracing::{info, warn};
 
 /// What the agent counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -141,10 +143,11 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
     let jcce = SimSource::new(time.clone(), jcce_us, jcce_us, jcce.min_group)
         .map_err(|e| SimError::Invalid(format!("agent.jcce: {e}")))?;
     let jcce: Arc<dyn AggregatorSource> = Arc::new(SharedSim(Arc::new(jcce)));
-    if let Some(p) = pricing(scenario, time)? {
+    if let Some(p) = pricing(scenario, time.clone())? {
         core = core.with_pricing(p);
     }
     let core = Arc::new(core);
+    let schedule = Arc::new(Schedule::new(scenario, core.clone(), time)?);
     let stop = Arc::new(AtomicBool::new(true));
     let ipc = Screened::new(
         SimIpc::new(world.clone(), stop.clone()),
@@ -153,7 +156,10 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
     // Flows are built on this thread by the portus loop: they find the simulated JCCE here.
     let ended = with_source(Some(jcce), || {
         portus::RunBuilder::new(BackendBuilder { sock: ipc })
-            .default_alg(Pool(core.clone()))
+            .default_alg(Scheduled {
+                pool: Pool(core.clone()),
+                schedule: schedule.clone(),
+            })
             .with_stop_handle(stop.clone())
             .run()
     });
@@ -201,16 +207,11 @@ pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError
     })
 }
 
-/// The agent's pricing from `agent.pricing` (a policy file or inline) and `agent.commands`.
+/// The agent's pricing from `agent.pricing` (a policy file or inline).
 fn pricing(s: &Scenario, time: Arc<dyn TimeSource>) -> Result<Option<Arc<Pricing>>, SimError> {
     let bad = |m: String| SimError::Invalid(format!("agent.pricing: {m}"));
     let policy = match &s.agent.pricing {
-        None if s.agent.commands.is_empty() => return Ok(None),
-        None => {
-            return Err(SimError::Invalid(
-                "agent.commands: needs agent.pricing".into(),
-            ));
-        }
+        None => return Ok(None),
         Some(serde_yaml::Value::String(path)) => {
             PricingPolicy::load(std::path::Path::new(path)).map_err(|e| bad(e.to_string()))?
         }
@@ -219,14 +220,189 @@ fn pricing(s: &Scenario, time: Arc<dyn TimeSource>) -> Result<Option<Arc<Pricing
             PricingPolicy::parse("agent.pricing", &text).map_err(|e| bad(e.to_string()))?
         }
     };
-    let schedule = s
-        .agent
-        .commands
-        .iter()
-        .map(|c| (c.at.0 / 1000, c.command.clone()))
-        .collect();
-    let p = Pricing::new(policy, time)
-        .with_schedule(schedule)
-        .map_err(|e| SimError::Invalid(format!("agent.commands: {e}")))?;
-    Ok(Some(Arc::new(p)))
+    Ok(Some(Arc::new(Pricing::new(policy, time))))
+}
+
+/// `agent.commands`: control commands run through the agent's own command path
+/// ([`AgentCore::command`], what `ccp-agent ctl` reaches) when the agent's clock reaches them.
+/// A command runs at the first report of any flow at or after its time, before that report is
+/// handled; a flow it changes takes the change at its next report (as with `ccp-agent ctl`).
+struct Schedule {
+    core: Arc<AgentCore>,
+    time: Arc<dyn TimeSource>,
+    /// (agent time µs, command), latest first.
+    pending: Mutex<Vec<(u64, String)>>,
+    /// Agent time of the next command, µs (`u64::MAX`: none).
+    next_us: AtomicU64,
+}
+
+impl Schedule {
+    /// The schedule of `s.agent.commands`, each checked now: `set-params FLOW KEY=VALUE ...`
+    /// (checked again against the live flow when it runs), `flows`, and the pricing commands
+    /// (`set-class ...`, `bill`, which need `agent.pricing`).
+    fn new(
+        s: &Scenario,
+        core: Arc<AgentCore>,
+        time: Arc<dyn TimeSource>,
+    ) -> Result<Self, SimError> {
+        let bad = |i: usize, m: String| SimError::Invalid(format!("agent.commands[{i}]: {m}"));
+        let mut pending = Vec::with_capacity(s.agent.commands.len());
+        for (i, c) in s.agent.commands.iter().enumerate() {
+            let words: Vec<&str> = c.command.split_whitespace().collect();
+            match words.as_slice() {
+                ["flows"] => {}
+                ["set-params", _, settings @ ..] if !settings.is_empty() => {
+                    if let Some(kv) = settings.iter().find(|kv| !kv.contains('=')) {
+                        return Err(bad(i, format!("{kv:?}: expected KEY=VALUE")));
+                    }
+                }
+                ["set-params", ..] => {
+                    return Err(bad(
+                        i,
+                        "usage: set-params FLOW KEY=VALUE [KEY=VALUE ...]".into(),
+                    ));
+                }
+                _ if core.pricing().is_some() => {
+                    PricingCommand::parse(&c.command).map_err(|e| bad(i, e))?;
+                }
+                _ => {
+                    return Err(bad(
+                        i,
+                        format!(
+                            "{:?}: expected `set-params FLOW KEY=VALUE ...` or `flows` \
+                             (set-class and bill need agent.pricing)",
+                            c.command
+                        ),
+                    ));
+                }
+            }
+            pending.push((c.at.0 / 1000, c.command.clone()));
+        }
+        pending.sort_by_key(|c| std::cmp::Reverse(c.0));
+        let next = pending.last().map_or(u64::MAX, |c| c.0);
+        Ok(Schedule {
+            core,
+            time,
+            pending: Mutex::new(pending),
+            next_us: AtomicU64::new(next),
+        })
+    }
+
+    /// Run the commands that are due.
+    fn poll(&self) {
+        let now = self.time.now_us();
+        if now < self.next_us.load(Ordering::Acquire) {
+            return;
+        }
+        let due: Vec<String> = {
+            let Ok(mut p) = self.pending.lock() else {
+                return;
+            };
+            let mut due = vec![];
+            while p.last().is_some_and(|c| c.0 <= now) {
+                if let Some((_, c)) = p.pop() {
+                    due.push(c);
+                }
+            }
+            let next = p.last().map_or(u64::MAX, |c| c.0);
+            self.next_us.store(next, Ordering::Release);
+            due
+        };
+        for c in due {
+            match self.core.command(&c) {
+                Ok(r) => info!(command = %c, result = %r, now_us = now, "scheduled command"),
+                Err(e) => warn!(command = %c, error = %e, now_us = now, "scheduled command failed"),
+            }
+        }
+    }
+}
+
+/// The agent's [`Pool`] with the scenario's scheduled commands run ahead of every report.
+#[derive(Clone)]
+struct Scheduled {
+    pool: Pool,
+    schedule: Arc<Schedule>,
+}
+
+impl<I: Ipc> CongAlg<I> for Scheduled {
+    type Flow = ScheduledFlow<<Pool as CongAlg<I>>::Flow>;
+
+    fn name() -> &'static str {
+        <Pool as CongAlg<I>>::name()
+    }
+
+    fn datapath_programs(&self) -> HashMap<&'static str, String> {
+        <Pool as CongAlg<I>>::datapath_programs(&self.pool)
+    }
+
+    fn new_flow(&self, control: Datapath<I>, info: DatapathInfo) -> Self::Flow {
+        ScheduledFlow {
+            inner: self.pool.new_flow(control, info),
+            schedule: self.schedule.clone(),
+        }
+    }
+}
+
+struct ScheduledFlow<F> {
+    inner: F,
+    schedule: Arc<Schedule>,
+}
+
+impl<F: Flow> Flow for ScheduledFlow<F> {
+    fn on_report(&mut self, sock_id: u32, m: Report) {
+        self.schedule.poll();
+        self.inner.on_report(sock_id, m)
+    }
+
+    fn close(&mut self) {
+        self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{AgentCommand, Dur, example};
+
+    fn with_commands(commands: &[&str]) -> Scenario {
+        let mut s = example("dumbbell").unwrap();
+        s.duration = Dur::ms(200);
+        s.agent.commands = commands
+            .iter()
+            .map(|c| AgentCommand {
+                at: Dur::ms(100),
+                command: c.to_string(),
+            })
+            .collect();
+        s
+    }
+
+    fn refusal(commands: &[&str]) -> String {
+        match run(&with_commands(commands), None) {
+            Err(SimError::Invalid(m)) => m,
+            Err(e) => panic!("{commands:?}: {e}"),
+            Ok(_) => panic!("{commands:?} accepted"),
+        }
+    }
+
+    #[test]
+    fn scheduled_commands_are_checked_before_the_run() {
+        let e = refusal(&["flows", "set-params 10.0.0.1:10000"]);
+        assert!(
+            e.contains("agent.commands[1]") && e.contains("usage"),
+            "{e}"
+        );
+        let e = refusal(&["set-params 10.0.0.1:10000 min"]);
+        assert!(e.contains("expected KEY=VALUE"), "{e}");
+        let e = refusal(&["set-class 10.0.0.1:10000 ds"]);
+        assert!(e.contains("need agent.pricing"), "{e}");
+        let e = refusal(&["frobnicate"]);
+        assert!(e.contains("set-params FLOW KEY=VALUE"), "{e}");
+        // Well-formed commands run; one naming no live flow fails when it runs, not the run.
+        let r = run(
+            &with_commands(&["flows", "set-params 10.0.0.9:1 beta=0.7"]),
+            None,
+        );
+        assert!(r.is_ok(), "{:?}", r.err());
+    }
 }

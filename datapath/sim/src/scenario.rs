@@ -332,9 +332,13 @@ pub struct AgentSpec {
     /// (relative to the scenario) or the policy inline, as `ccp-agent --pricing` reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing: Option<serde_yaml::Value>,
-    /// Control commands the agent runs at given times (as `ccp-agent ctl` sends them), e.g.
-    /// `{at: 2s, command: "set-class 10.0.0.1:10000 ds --weight 2"}`; each runs at the first
-    /// report of a priced flow at or after `at`. Needs `pricing`.
+    /// Control commands the agent runs at given times, through the same command path as
+    /// `ccp-agent ctl`: `set-params FLOW KEY=VALUE ...` (change a live flow's parameters, e.g.
+    /// `{at: 10s, command: "set-params 10.0.0.1:10000 min=20mbit"}`; FLOW is `SRC_IP:SRC_PORT`
+    /// or the flow's id in creation order), `flows`, and with `pricing` the pricing commands
+    /// (`{at: 2s, command: "set-class 10.0.0.1:10000 ds --weight 2"}`, `bill`). Each runs at the
+    /// first report of any flow at or after `at`; the flow it changes takes the change at its
+    /// next report.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<AgentCommand>,
     /// JCCE, the aggregation service `vivace-distributed` flows publish to: its core in virtual
