@@ -1,0 +1,261 @@
+//! The receiving side: one s2n-quic server endpoint for any number of flows. Each connection
+//! carries one flow on its first bidirectional stream; the receiver hashes the content, checks
+//! it against the trailer, answers with the verdict of [`crate::wire`] and reports a
+//! [`ReceiverSummary`]. Its own congestion controller is s2n-quic's default (CUBIC): it only
+//! sends ACKs and the verdict.
+
+use crate::error::Error;
+use crate::sender::wide_limits;
+use crate::summary::ReceiverSummary;
+use crate::tls::Identity;
+use crate::wire;
+use bytes::Bytes;
+use ccp_udp::pattern::hash_hex;
+use s2n_quic::Server;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+/// How a receiver runs.
+#[derive(Clone, Debug)]
+pub struct ReceiverConfig {
+    /// Address to listen on.
+    pub bind: SocketAddr,
+    /// Return after this many flows finished (None: until stopped).
+    pub expect_flows: Option<usize>,
+    /// Return after this long without a new connection or stream data (None: never).
+    pub idle_timeout: Option<Duration>,
+    /// Largest IP MTU the receiver accepts and probes up to (default 1500).
+    pub max_mtu: u16,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            bind: SocketAddr::from(([0, 0, 0, 0], 4433)),
+            expect_flows: None,
+            idle_timeout: None,
+            max_mtu: 1500,
+        }
+    }
+}
+
+/// Serve flows until `expect_flows` finished, the idle timeout passed or `stop` is set;
+/// `on_listen` gets the bound address once the endpoint is up. Returns the summaries in order
+/// of arrival.
+pub fn run_receiver(
+    cfg: &ReceiverConfig,
+    id: &Identity,
+    stop: &AtomicBool,
+    on_listen: &mut dyn FnMut(SocketAddr),
+) -> Result<Vec<ReceiverSummary>, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    rt.block_on(serve(cfg, id, stop, on_listen))
+}
+
+async fn serve(
+    cfg: &ReceiverConfig,
+    id: &Identity,
+    stop: &AtomicBool,
+    on_listen: &mut dyn FnMut(SocketAddr),
+) -> Result<Vec<ReceiverSummary>, Error> {
+    let serr = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
+    let tls = s2n_quic::provider::tls::rustls::Server::builder()
+        .with_certificate(id.cert_pem.as_str(), id.key_pem.as_str())
+        .and_then(|b| b.build())
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    let io = s2n_quic::provider::io::tokio::Builder::default()
+        .with_receive_address(cfg.bind)
+        .and_then(|b| b.with_max_mtu(cfg.max_mtu))
+        .and_then(|b| b.build())
+        .map_err(|e| Error::Socket {
+            addr: cfg.bind.to_string(),
+            source: e,
+        })?;
+    let mut server = Server::builder()
+        .with_tls(tls)
+        .map_err(|e| serr(&e))?
+        .with_io(io)
+        .map_err(|e| serr(&e))?
+        .with_limits(wide_limits()?)
+        .map_err(|e| serr(&e))?
+        .start()
+        .map_err(|e| serr(&e))?;
+    let addr = server.local_addr().map_err(|source| Error::Socket {
+        addr: cfg.bind.to_string(),
+        source,
+    })?;
+    on_listen(addr);
+    info!(%addr, "listening");
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<ReceiverSummary>();
+    let (activity_tx, mut activity_rx) = mpsc::unbounded_channel::<()>();
+    let mut arrivals = 0usize;
+    let mut done: Vec<ReceiverSummary> = Vec::new();
+    let mut last_activity = Instant::now();
+    let mut poll = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        if cfg.expect_flows.is_some_and(|n| done.len() >= n) || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if let Some(idle) = cfg.idle_timeout
+            && last_activity.elapsed() >= idle
+        {
+            info!(?idle, "idle timeout");
+            break;
+        }
+        tokio::select! {
+            conn = server.accept() => {
+                let Some(conn) = conn else { break };
+                last_activity = Instant::now();
+                let index = arrivals;
+                arrivals += 1;
+                let tx = tx.clone();
+                let activity = activity_tx.clone();
+                tokio::spawn(async move {
+                    let s = serve_flow(index, conn, activity).await;
+                    let _ = tx.send(s);
+                });
+            }
+            Some(s) = rx.recv() => {
+                last_activity = Instant::now();
+                if s.intact {
+                    info!(flow = s.flow, bytes = s.bytes, "flow intact");
+                } else {
+                    warn!(flow = s.flow, bytes = s.bytes, error = ?s.error, "flow not intact");
+                }
+                done.push(s);
+            }
+            Some(()) = activity_rx.recv() => last_activity = Instant::now(),
+            _ = poll.tick() => {}
+        }
+    }
+    // Flows that finished while the loop was leaving.
+    while let Ok(s) = rx.try_recv() {
+        done.push(s);
+    }
+    done.sort_by_key(|s| s.flow);
+    Ok(done)
+}
+
+async fn serve_flow(
+    index: usize,
+    mut conn: s2n_quic::Connection,
+    activity: mpsc::UnboundedSender<()>,
+) -> ReceiverSummary {
+    let peer = conn
+        .remote_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut s = ReceiverSummary {
+        flow: index,
+        flow_id: 0,
+        peer,
+        bytes: 0,
+        expected_bytes: None,
+        hash: String::new(),
+        sender_hash: None,
+        intact: false,
+        completed: false,
+        chunks: 0,
+        duration_s: 0.0,
+        goodput_mbps: 0.0,
+        longest_stall_ms: 0.0,
+        error: None,
+    };
+    let mut stream = match conn.accept_bidirectional_stream().await {
+        Ok(Some(st)) => st,
+        Ok(None) => {
+            s.error = Some("the connection closed before a stream opened".into());
+            return s;
+        }
+        Err(e) => {
+            s.error = Some(format!("accepting the stream: {e}"));
+            return s;
+        }
+    };
+    let mut header = Vec::with_capacity(wire::HEADER_LEN);
+    let mut split = wire::TrailerSplitter::default();
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    let mut longest = Duration::ZERO;
+    let mut last_ping = Instant::now();
+    let ended = loop {
+        match stream.receive().await {
+            Ok(Some(mut b)) => {
+                let now = Instant::now();
+                s.chunks += 1;
+                if header.len() < wire::HEADER_LEN {
+                    let take = (wire::HEADER_LEN - header.len()).min(b.len());
+                    header.extend_from_slice(&b[..take]);
+                    b = b.slice(take..);
+                    if header.len() == wire::HEADER_LEN {
+                        match wire::parse_header(&header) {
+                            Some(id) => s.flow_id = id,
+                            None => break Err("not a ccp-quic stream (bad header)".to_string()),
+                        }
+                    }
+                }
+                if !b.is_empty() {
+                    if let Some(_t) = first {
+                        longest = longest.max(now - last);
+                    } else {
+                        first = Some(now);
+                    }
+                    last = now;
+                    split.push(&b);
+                }
+                if now - last_ping > Duration::from_millis(200) {
+                    last_ping = now;
+                    let _ = activity.send(());
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => {
+                break Err(format!(
+                    "stream failed after {} bytes: {e}",
+                    split.content_len()
+                ));
+            }
+        }
+    };
+    let end = Instant::now();
+    let (len, hash, trailer) = split.finish();
+    s.bytes = len;
+    s.hash = hash_hex(hash);
+    s.duration_s = first.map_or(0.0, |f| (end - f).as_secs_f64());
+    s.goodput_mbps = ccp_udp::summary::mbps(len, s.duration_s);
+    s.longest_stall_ms = longest.as_secs_f64() * 1e3;
+    match ended {
+        Err(e) => s.error = Some(e),
+        Ok(()) => match trailer {
+            None => s.error = Some("the stream ended without a trailer".into()),
+            Some(t) => {
+                let (want_len, want_hash) = wire::parse_trailer(&t);
+                s.completed = true;
+                s.expected_bytes = Some(want_len);
+                s.sender_hash = Some(hash_hex(want_hash));
+                s.intact = want_len == len && want_hash == hash;
+                if !s.intact {
+                    s.error = Some("length or hash differs from the sender's".into());
+                }
+            }
+        },
+    }
+    let v = wire::verdict(s.intact, len, hash);
+    if stream.send(Bytes::copy_from_slice(&v)).await.is_ok() {
+        let _ = stream.finish();
+        // Let the verdict reach the sender; it closes the connection when it has it.
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Ok(Some(_)) = stream.receive().await {}
+        })
+        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.accept()).await;
+    }
+    s
+}

@@ -1,0 +1,467 @@
+//! The sending side: one s2n-quic client endpoint (own UDP socket, own congestion-controller
+//! provider) per flow, one bidirectional stream per connection.
+//!
+//! Each flow waits its start delay, binds a socket, builds a client whose congestion controller
+//! is a [`CcpEndpoint`] (so the flow's controller — the agent's algorithm for the flow — comes
+//! from the [`Factory`] when the stack creates the path), connects (TLS 1.3 through rustls,
+//! trusting only the receiver's certificate), and writes the header, the pattern content and
+//! the trailer of [`crate::wire`]. A timer per flow ticks the controller (see
+//! [`crate::controller`]) and samples the trace. The flow ends with the receiver's verdict.
+
+use crate::controller::{CcpEndpoint, Factory, FlowProbe};
+use crate::error::Error;
+use crate::summary::SenderSummary;
+use crate::wire;
+use bytes::Bytes;
+use ccp_udp::pattern;
+use ccp_udp::summary::{TraceSample, percentile};
+use ccp_udp::{Amount, FlowSpec};
+use s2n_quic::Client;
+use s2n_quic::client::Connect;
+use s2n_quic::provider::limits::Limits;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// Stream bytes handed to s2n-quic per write.
+const CHUNK: usize = 64 * 1024;
+
+/// How a sender runs its flows.
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// Receiver address.
+    pub dest: SocketAddr,
+    /// The receiver's certificate, PEM (the only one trusted).
+    pub cert_pem: String,
+    /// Maximum UDP payload per datagram, bytes (QUIC's max_datagram_size; IP MTU minus 28
+    /// for IPv4). Default 1448: the udp datapath's MSS. s2n-quic needs at least 1200.
+    pub mss: u32,
+    /// Initial window, datagrams (default 10, RFC 9002 §7.2 allows about 10).
+    pub init_cwnd_pkts: u32,
+    /// The flows.
+    pub flows: Vec<FlowSpec>,
+    /// Give up on a handshake after this long.
+    pub handshake_timeout: Duration,
+    /// Trace sampling interval.
+    pub trace_interval: Duration,
+    /// Give up waiting for the receiver's verdict after this long past the last write.
+    pub verdict_timeout: Duration,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        SenderConfig {
+            dest: SocketAddr::from(([127, 0, 0, 1], 4433)),
+            cert_pem: String::new(),
+            mss: 1448,
+            init_cwnd_pkts: 10,
+            flows: vec![FlowSpec::default()],
+            handshake_timeout: Duration::from_secs(5),
+            trace_interval: Duration::from_millis(10),
+            verdict_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Stream bytes s2n-quic buffers per stream, unacknowledged ones included (2 MiB): the
+/// largest window a flow can use, and what is still queued when a timed flow stops writing
+/// (0.8 s at 20 Mbit/s, 17 ms at 1 Gbit/s).
+pub const SEND_BUFFER: u32 = 2 << 20;
+
+/// Flow-control windows large enough that the congestion controller, not QUIC's flow control,
+/// limits the sender (64 MiB per connection, 32 MiB per stream), and a [`SEND_BUFFER`] send
+/// buffer.
+pub fn wide_limits() -> Result<Limits, Error> {
+    fn e(x: impl std::fmt::Display) -> Error {
+        Error::Config(format!("QUIC limits: {x}"))
+    }
+    Limits::new()
+        .with_data_window(64 << 20)
+        .map_err(e)?
+        .with_bidirectional_local_data_window(32 << 20)
+        .map_err(e)?
+        .with_bidirectional_remote_data_window(32 << 20)
+        .map_err(e)?
+        .with_max_send_buffer_size(SEND_BUFFER)
+        .map_err(e)?
+        .with_max_idle_timeout(Duration::from_secs(30))
+        .map_err(e)
+}
+
+/// The IP MTU that makes s2n-quic's maximum datagram size `mss` towards `dest`.
+pub fn mtu_for(mss: u32, dest: &SocketAddr) -> Result<u16, Error> {
+    let overhead = if dest.is_ipv4() { 28 } else { 48 };
+    if mss < 1200 {
+        return Err(Error::Config(format!(
+            "--mss {mss}: QUIC needs datagrams of at least 1200 bytes"
+        )));
+    }
+    u16::try_from(mss + overhead)
+        .map_err(|_| Error::Config(format!("--mss {mss}: above the largest UDP datagram")))
+}
+
+/// Run every flow of `cfg` (concurrently, each after its start delay) with controllers from
+/// `factory`; returns one summary per flow, in configuration order. `stop` ends the flows
+/// early.
+pub fn run_sender(
+    cfg: &SenderConfig,
+    factory: Factory,
+    stop: &AtomicBool,
+) -> Result<Vec<SenderSummary>, Error> {
+    if cfg.flows.is_empty() {
+        return Err(Error::Config("no flows to send".into()));
+    }
+    mtu_for(cfg.mss, &cfg.dest)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    // The runtime's tasks need 'static data: share the stop flag through an Arc mirror.
+    let stop_mirror = Arc::new(AtomicBool::new(false));
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for (i, spec) in cfg.flows.iter().enumerate() {
+            let cfg = cfg.clone();
+            let spec = spec.clone();
+            let factory = factory.clone();
+            let stop = stop_mirror.clone();
+            tasks.push(tokio::spawn(async move {
+                run_flow(i, &cfg, &spec, factory, &stop).await
+            }));
+        }
+        let watcher = {
+            let mirror = stop_mirror.clone();
+            let stop_ptr: &AtomicBool = stop;
+            // The outer flag lives as long as this call; poll it from here.
+            async move {
+                while !mirror.load(Ordering::Relaxed) {
+                    if stop_ptr.load(Ordering::Relaxed) {
+                        mirror.store(true, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        let all = async {
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(match t.await {
+                    Ok(r) => r,
+                    Err(e) => Err(Error::Transfer {
+                        flow: out.len(),
+                        why: format!("task failed: {e}"),
+                    }),
+                });
+            }
+            out
+        };
+        tokio::pin!(all);
+        let results = tokio::select! {
+            r = &mut all => r,
+            // Stop requested: the flows see the mirror flag and wind down.
+            _ = watcher => all.await,
+        };
+        stop_mirror.store(true, Ordering::Relaxed);
+        results.into_iter().collect()
+    })
+}
+
+fn local_addr_towards(dest: &SocketAddr) -> Result<SocketAddr, Error> {
+    let any: SocketAddr = if dest.is_ipv4() {
+        "0.0.0.0:0".parse().unwrap_or(*dest)
+    } else {
+        "[::]:0".parse().unwrap_or(*dest)
+    };
+    let err = |source| Error::Socket {
+        addr: dest.to_string(),
+        source,
+    };
+    // A connected socket tells which local address the kernel routes `dest` from.
+    let probe = UdpSocket::bind(any).map_err(err)?;
+    probe.connect(dest).map_err(err)?;
+    let mut local = probe.local_addr().map_err(err)?;
+    local.set_port(0);
+    Ok(local)
+}
+
+/// Bytes `[offset, offset + len)` of flow `flow_id`'s content.
+fn content(seed: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let step = ccp_udp::packet::MAX_MSS as usize;
+    while v.len() < len {
+        let n = step.min(len - v.len());
+        v.extend_from_slice(pattern::slice(seed, offset + v.len() as u64, n));
+    }
+    v
+}
+
+async fn run_flow(
+    idx: usize,
+    cfg: &SenderConfig,
+    spec: &FlowSpec,
+    factory: Factory,
+    stop: &AtomicBool,
+) -> Result<SenderSummary, Error> {
+    let terr = |why: String| Error::Transfer { flow: idx, why };
+    if !spec.start_after.is_zero() {
+        tokio::time::sleep(spec.start_after).await;
+    }
+    let flow_id: u32 = rand::random();
+    let bind = local_addr_towards(&cfg.dest)?;
+    let socket = UdpSocket::bind(bind).map_err(|source| Error::Socket {
+        addr: bind.to_string(),
+        source,
+    })?;
+    let local = socket.local_addr().map_err(|source| Error::Socket {
+        addr: bind.to_string(),
+        source,
+    })?;
+    let (endpoint, probe) = CcpEndpoint::new(
+        factory,
+        &spec.algorithm,
+        cfg.init_cwnd_pkts,
+        local,
+        cfg.dest,
+    );
+    let mtu = mtu_for(cfg.mss, &cfg.dest)?;
+    let serr = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
+    let io = s2n_quic::provider::io::tokio::Builder::default()
+        .with_rx_socket(socket)
+        .and_then(|b| b.with_max_mtu(mtu))
+        .and_then(|b| b.with_initial_mtu(mtu))
+        .and_then(|b| b.with_base_mtu(mtu))
+        .and_then(|b| b.build())
+        .map_err(|e| serr(&e))?;
+    let tls = s2n_quic::provider::tls::rustls::Client::builder()
+        .with_certificate(cfg.cert_pem.as_str())
+        .and_then(|b| b.build())
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    let client = Client::builder()
+        .with_tls(tls)
+        .map_err(|e| serr(&e))?
+        .with_io(io)
+        .map_err(|e| serr(&e))?
+        .with_limits(wide_limits()?)
+        .map_err(|e| serr(&e))?
+        .with_congestion_controller(endpoint)
+        .map_err(|e| serr(&e))?
+        .start()
+        .map_err(|e| serr(&e))?;
+
+    // Ticks and trace samples until the flow ends.
+    let done = Arc::new(AtomicBool::new(false));
+    let t_start = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let sampler = {
+        let probe = probe.clone();
+        let done = done.clone();
+        let t_start = t_start.clone();
+        let trace_every = cfg.trace_interval.max(Duration::from_millis(1));
+        tokio::spawn(async move { sample(probe, done, t_start, trace_every).await })
+    };
+
+    let t_hs = Instant::now();
+    let connect = Connect::new(cfg.dest).with_server_name(crate::tls::SERVER_NAME);
+    let mut conn = match tokio::time::timeout(cfg.handshake_timeout, client.connect(connect)).await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            done.store(true, Ordering::Relaxed);
+            probe.close();
+            return Err(Error::Connect {
+                to: cfg.dest.to_string(),
+                why: e.to_string(),
+            });
+        }
+        Err(_) => {
+            done.store(true, Ordering::Relaxed);
+            probe.close();
+            return Err(Error::Connect {
+                to: cfg.dest.to_string(),
+                why: format!(
+                    "no handshake within {:?} (is `ccp-quic recv` running there?)",
+                    cfg.handshake_timeout
+                ),
+            });
+        }
+    };
+    let handshake = t_hs.elapsed();
+    let _ = conn.keep_alive(true);
+    let t0 = Instant::now();
+    *t_start.lock().unwrap_or_else(|p| p.into_inner()) = Some(t0);
+    info!(flow = idx, flow_id = format_args!("{flow_id:08x}"), algorithm = %spec.algorithm, handshake_ms = handshake.as_secs_f64() * 1e3, "connected");
+
+    let mut stream = conn
+        .open_bidirectional_stream()
+        .await
+        .map_err(|e| terr(format!("opening the stream: {e}")))?;
+    stream
+        .send(Bytes::copy_from_slice(&wire::header(flow_id)))
+        .await
+        .map_err(|e| terr(format!("writing: {e}")))?;
+    let seed = pattern::seed(flow_id);
+    let mut hasher = xxhash_rust::xxh3::Xxh3Default::new();
+    let mut offset = 0u64;
+    let mut stopped_early = false;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            stopped_early = true;
+            break;
+        }
+        let n = match spec.amount {
+            Amount::Bytes(total) => {
+                if offset >= total {
+                    break;
+                }
+                (total - offset).min(CHUNK as u64) as usize
+            }
+            Amount::Duration(d) => {
+                if t0.elapsed() >= d {
+                    break;
+                }
+                CHUNK
+            }
+        };
+        if let Some(cap) = spec.rate_cap.filter(|&c| c > 0) {
+            let due = t0 + Duration::from_secs_f64(offset as f64 / cap as f64);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let chunk = content(seed, offset, n);
+        hasher.update(&chunk);
+        stream
+            .send(Bytes::from(chunk))
+            .await
+            .map_err(|e| terr(format!("writing at offset {offset}: {e}")))?;
+        offset += n as u64;
+    }
+    let hash = hasher.digest128();
+    stream
+        .send(Bytes::copy_from_slice(&wire::trailer(offset, hash)))
+        .await
+        .map_err(|e| terr(format!("writing the trailer: {e}")))?;
+    stream
+        .finish()
+        .map_err(|e| terr(format!("finishing the stream: {e}")))?;
+
+    // The verdict.
+    let mut got = Vec::with_capacity(wire::VERDICT_LEN);
+    let verdict = tokio::time::timeout(cfg.verdict_timeout, async {
+        while got.len() < wire::VERDICT_LEN {
+            match stream.receive().await {
+                Ok(Some(b)) => got.extend_from_slice(&b),
+                Ok(None) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let end = t0.elapsed();
+    let verdict = match verdict {
+        Ok(Ok(())) if got.len() >= wire::VERDICT_LEN => {
+            let v: [u8; wire::VERDICT_LEN] = got[..wire::VERDICT_LEN]
+                .try_into()
+                .unwrap_or([0; wire::VERDICT_LEN]);
+            Some(wire::parse_verdict(&v))
+        }
+        Ok(Ok(())) => {
+            warn!(
+                flow = idx,
+                "the receiver closed the stream without a verdict"
+            );
+            None
+        }
+        Ok(Err(e)) => {
+            warn!(flow = idx, error = %e, "no verdict from the receiver");
+            None
+        }
+        Err(_) => {
+            warn!(flow = idx, timeout = ?cfg.verdict_timeout, "no verdict from the receiver in time");
+            None
+        }
+    };
+    conn.close(0u32.into());
+    done.store(true, Ordering::Relaxed);
+    let trace = sampler.await.unwrap_or_default();
+    let stats = probe.stats();
+    probe.close();
+    drop(client);
+
+    let mut rtts = stats.rtt_samples_us.clone();
+    rtts.sort_unstable();
+    let ms = |us: u32| f64::from(us) / 1e3;
+    let bytes = match verdict {
+        Some((_, n, _)) => n,
+        None => 0,
+    };
+    let duration_s = end.as_secs_f64();
+    Ok(SenderSummary {
+        flow: idx,
+        flow_id,
+        algorithm: spec.algorithm.clone(),
+        controllers: stats.controllers.clone(),
+        local: local.to_string(),
+        remote: cfg.dest.to_string(),
+        mss: cfg.mss,
+        bytes,
+        duration_s,
+        goodput_mbps: ccp_udp::summary::mbps(bytes, duration_s),
+        handshake_rtt_ms: handshake.as_secs_f64() * 1e3,
+        rtt_min_ms: stats.rtt_min_us as f64 / 1e3,
+        rtt_p50_ms: ms(percentile(&rtts, 0.5)),
+        rtt_p95_ms: ms(percentile(&rtts, 0.95)),
+        rtt_p99_ms: ms(percentile(&rtts, 0.99)),
+        srtt_ms: stats.srtt_us as f64 / 1e3,
+        sent_packets: stats.sent_packets,
+        sent_bytes: stats.sent_bytes,
+        lost_packets: stats.lost_packets,
+        lost_bytes: stats.lost_bytes,
+        timeouts: stats.timeouts,
+        acks: stats.acks,
+        ecn_ce_packets: stats.ecn_ce_packets,
+        ack_invocations: stats.ack_invocations,
+        ticks: stats.ticks,
+        control_changes: stats.control_changes,
+        hash: pattern::hash_hex(hash),
+        completed: verdict.is_some(),
+        receiver_intact: verdict.map(|(ok, n, h)| ok && n == offset && h == hash),
+        stopped_early,
+        trace,
+    })
+}
+
+/// Tick the controller every half tick period and sample the trace every `every`, until
+/// `done`.
+async fn sample(
+    probe: FlowProbe,
+    done: Arc<AtomicBool>,
+    t_start: Arc<std::sync::Mutex<Option<Instant>>>,
+    every: Duration,
+) -> Vec<TraceSample> {
+    let mut trace = Vec::new();
+    let mut next_sample = Instant::now() + every;
+    while !done.load(Ordering::Relaxed) {
+        let half_tick = Duration::from_micros((probe.tick_us() / 2).max(500));
+        tokio::time::sleep(half_tick.min(every)).await;
+        probe.tick();
+        let now = Instant::now();
+        if now >= next_sample {
+            next_sample = now + every;
+            // Samples start with the handshake's end, like the udp datapath's.
+            let t0 = *t_start.lock().unwrap_or_else(|p| p.into_inner());
+            if let (Some(t0), Some(s)) = (t0, probe.snapshot()) {
+                trace.push(TraceSample {
+                    t_s: now.saturating_duration_since(t0).as_secs_f64(),
+                    cwnd_bytes: s.cwnd,
+                    pacing_rate_bps: s.rate,
+                    srtt_us: s.srtt_us,
+                    bytes_in_flight: u64::from(s.bytes_in_flight),
+                    delivered_bytes: s.acked_bytes,
+                    controller: s.controller,
+                });
+            }
+        }
+    }
+    trace
+}

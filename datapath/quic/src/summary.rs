@@ -1,0 +1,134 @@
+//! What a finished QUIC flow reports. The field names and units are those of the udp
+//! datapath's summaries (`ccp_udp::summary`) wherever the quantity exists in both, so tools
+//! read either; QUIC-only quantities have fields of their own. Trace samples are
+//! [`ccp_udp::summary::TraceSample`]s, and [`ccp_udp::summary::write_trace_csv`]'s CSV layout is
+//! reproduced by [`write_trace_csv`].
+
+use ccp_udp::summary::{TRACE_CSV_HEADER, TraceSample};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Write};
+
+/// The sender's account of one flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SenderSummary {
+    /// Index of the flow in the sender's configuration.
+    pub flow: usize,
+    /// Flow id (random per flow; in the stream header).
+    pub flow_id: u32,
+    /// Algorithm the flow asked for ("" for the default).
+    pub algorithm: String,
+    /// Controllers that were in charge, in order of first appearance.
+    pub controllers: Vec<String>,
+    /// Local address of the flow's socket.
+    pub local: String,
+    /// Receiver address.
+    pub remote: String,
+    /// Maximum UDP payload (QUIC packet) per datagram, bytes: the MSS the controller sees.
+    pub mss: u32,
+    /// Stream content bytes the receiver confirmed (the content length when `completed`).
+    pub bytes: u64,
+    /// Seconds from the end of the handshake to the receiver's verdict.
+    pub duration_s: f64,
+    /// `bytes` over `duration_s`, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Handshake time (QUIC/TLS 1.3: one round trip plus crypto), ms.
+    pub handshake_rtt_ms: f64,
+    /// Minimum RTT, ms.
+    pub rtt_min_ms: f64,
+    /// Median RTT over all samples, ms.
+    pub rtt_p50_ms: f64,
+    /// 95th percentile RTT, ms.
+    pub rtt_p95_ms: f64,
+    /// 99th percentile RTT, ms.
+    pub rtt_p99_ms: f64,
+    /// Smoothed RTT at the end, ms.
+    pub srtt_ms: f64,
+    /// Congestion-controlled QUIC packets sent.
+    pub sent_packets: u64,
+    /// Their UDP payload bytes (QUIC headers and AEAD tags included).
+    pub sent_bytes: u64,
+    /// Packets declared lost (QUIC retransmits their frames in new packets).
+    pub lost_packets: u64,
+    /// UDP payload bytes declared lost.
+    pub lost_bytes: u64,
+    /// Persistent-congestion events (RFC 9002 §7.6), QUIC's counterpart of a timeout.
+    pub timeouts: u64,
+    /// ACK frames that acknowledged new packets.
+    pub acks: u64,
+    /// ECN-CE marks the receiver reported.
+    pub ecn_ce_packets: u64,
+    /// Invocations of the controller on ACKs.
+    pub ack_invocations: u64,
+    /// Invocations of the controller without an ACK (ticks).
+    pub ticks: u64,
+    /// Times the window or pacing rate set by the controller changed.
+    pub control_changes: u64,
+    /// xxh3-128 hash of the stream content the sender sent, 32 hex digits.
+    pub hash: String,
+    /// The receiver's verdict arrived.
+    pub completed: bool,
+    /// The receiver's verdict on length and hash (None if it never arrived).
+    pub receiver_intact: Option<bool>,
+    /// The transfer was cut short by the stop flag.
+    pub stopped_early: bool,
+    /// State samples; `delivered_bytes` counts acknowledged UDP payload bytes (QUIC
+    /// acknowledges packets, not stream offsets), a few percent above stream bytes.
+    pub trace: Vec<TraceSample>,
+}
+
+/// The receiver's account of one flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverSummary {
+    /// Index of the flow in order of arrival at the receiver.
+    pub flow: usize,
+    /// Flow id from the stream header.
+    pub flow_id: u32,
+    /// Sender address (as seen by the receiver).
+    pub peer: String,
+    /// Stream content bytes received.
+    pub bytes: u64,
+    /// Content length the sender's trailer announced (None: no trailer).
+    pub expected_bytes: Option<u64>,
+    /// xxh3-128 hash of the content received, 32 hex digits.
+    pub hash: String,
+    /// Hash the sender's trailer announced.
+    pub sender_hash: Option<String>,
+    /// Trailer seen, length and hash equal to the sender's.
+    pub intact: bool,
+    /// The stream ended cleanly with a trailer.
+    pub completed: bool,
+    /// Stream reads (chunks) the receiver got.
+    pub chunks: u64,
+    /// Seconds from the first content byte to the end of the stream.
+    pub duration_s: f64,
+    /// `bytes` over `duration_s`, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Longest interval without new stream bytes, ms.
+    pub longest_stall_ms: f64,
+    /// Why the stream failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Writes the traces of `flows` as one CSV table with the udp datapath's
+/// [`TRACE_CSV_HEADER`] to `path`.
+pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
+    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{TRACE_CSV_HEADER}")?;
+    for f in flows {
+        for s in &f.trace {
+            writeln!(
+                w,
+                "{:08x},{:.6},{},{},{},{},{},{}",
+                f.flow_id,
+                s.t_s,
+                s.cwnd_bytes,
+                s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
+                s.srtt_us,
+                s.bytes_in_flight,
+                s.delivered_bytes,
+                s.controller.replace(',', ";")
+            )?;
+        }
+    }
+    w.flush()
+}
