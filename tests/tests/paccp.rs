@@ -54,22 +54,34 @@ fn mean(v: &[f64]) -> f64 {
 
 /// The scaled leaf-spine uplink of Figs. 4–5: `extra` lists hosts (0–7) with a second flow.
 fn leaf_spine(theta_mbit: u64, omega_mrg: f64, extra: &[u32], secs: u64) -> Scenario {
-    // One VM per host: h0–h3 BE, h4–h5 DS (0, 2), h6–h7 MRG (θ, ω).
+    leaf_spine_n([4, 2, 2], theta_mbit, omega_mrg, extra, secs)
+}
+
+/// One uplink shared by `n` = (BE, DS, MRG) flows, one per host (a VBP VM each): hosts
+/// 0..n_BE are BE, then DS (0, 2), then MRG (θ, ω), every host h sending to h + hosts per leaf;
+/// `extra` lists hosts with a second flow.
+fn leaf_spine_n(
+    n: [u32; 3],
+    theta_mbit: u64,
+    omega_mrg: f64,
+    extra: &[u32],
+    secs: u64,
+) -> Scenario {
+    let hosts = n.iter().sum::<u32>();
     let mut vms = String::new();
-    for h in 0..8 {
-        let class = match h {
-            0..=3 => "class: be".to_string(),
-            4 | 5 => "class: ds, omega: 2".to_string(),
-            _ => format!("class: mrg, theta: {theta_mbit}mbit, omega: {omega_mrg}"),
+    for h in 0..hosts {
+        let class = if h < n[0] {
+            "class: be".to_string()
+        } else if h < n[0] + n[1] {
+            "class: ds, omega: 2".to_string()
+        } else {
+            format!("class: mrg, theta: {theta_mbit}mbit, omega: {omega_mrg}")
         };
         vms += &format!("      - {{name: h{h}, src: 10.0.0.{}, {class}}}\n", h + 1);
     }
     let mut flows = String::new();
-    for h in 0..8 {
-        flows += &format!("  - {{src: h{h}, dst: h{}, alg: paccp}}\n", h + 8);
-    }
-    for h in extra {
-        flows += &format!("  - {{src: h{h}, dst: h{}, alg: paccp}}\n", h + 8);
+    for h in (0..hosts).chain(extra.iter().copied()) {
+        flows += &format!("  - {{src: h{h}, dst: h{}, alg: paccp}}\n", h + hosts);
     }
     scenario(&format!(
         "\
@@ -83,7 +95,7 @@ agent:
   kind: leaf_spine
   spines: 1
   leaves: 2
-  hosts_per_leaf: 8
+  hosts_per_leaf: {hosts}
   host_link: {{rate: 1gbit, delay: 100us, buffer: 100pkts}}
   fabric_link: {{rate: 4gbit, delay: 200us, buffer: 400pkts}}
 flows:
@@ -92,31 +104,39 @@ flows:
     ))
 }
 
-/// Per-class mean goodput (Mbit/s) of flows 0–7 (BE 0–3, DS 4–5, MRG 6–7) in (from, to], and
-/// the fraction of 10 ms samples in which the MRG class's mean rate was at least θ.
-fn class_rates(r: &SimResult, from: u64, to: u64, theta_bps: f64) -> ([f64; 3], f64) {
-    let rates: Vec<f64> = (0..8).map(|f| goodput(r, f, from, to) / 1e6).collect();
-    let classes = [mean(&rates[0..4]), mean(&rates[4..6]), mean(&rates[6..8])];
+/// The flows of each class when `n` = (BE, DS, MRG) flows are numbered class by class.
+fn class_flows(n: [u32; 3]) -> [std::ops::Range<u32>; 3] {
+    [0..n[0], n[0]..n[0] + n[1], n[0] + n[1]..n[0] + n[1] + n[2]]
+}
+
+/// Per-class mean goodput (Mbit/s) in (from, to] of the flows of `n` (numbered class by class),
+/// and the fraction of 10 ms samples in which the MRG class's mean rate was at least θ.
+fn class_rates(r: &SimResult, n: [u32; 3], from: u64, to: u64, theta_bps: f64) -> ([f64; 3], f64) {
+    let classes = class_flows(n).map(|c| {
+        let v: Vec<f64> = c.map(|f| goodput(r, f, from, to) / 1e6).collect();
+        mean(&v)
+    });
+    let mrg = class_flows(n)[2].clone();
     let step = 10 * MS;
-    let (mut above, mut n) = (0, 0);
+    let (mut above, mut samples) = (0, 0);
     let mut t = from;
     while t + step <= to {
-        let m = (goodput(r, 6, t, t + step) + goodput(r, 7, t, t + step)) / 2.0;
-        n += 1;
-        if m >= theta_bps {
+        let v: Vec<f64> = mrg.clone().map(|f| goodput(r, f, t, t + step)).collect();
+        samples += 1;
+        if mean(&v) >= theta_bps {
             above += 1;
         }
         t += step;
     }
-    (classes, above as f64 / n as f64)
+    (classes, above as f64 / samples as f64)
 }
 
-/// Per-class loss events of flows 0–7 in (from, to]: (events per second, events per 1000
-/// packets delivered) of BE, DS and MRG. A loss event is a window cut (to below 0.8 of the
+/// Per-class loss events in (from, to] of the flows of `n`: (events per second, events per
+/// 1000 packets delivered) of BE, DS and MRG. A loss event is a window cut (to below 0.8 of the
 /// previous sample) between two consecutive 1 ms samples of the flow.
-fn loss_events(r: &SimResult, from: u64, to: u64) -> [(f64, f64); 3] {
+fn loss_events(r: &SimResult, n: [u32; 3], from: u64, to: u64) -> [(f64, f64); 3] {
     let secs = (to - from) as f64 / SEC as f64;
-    [0..4u32, 4..6, 6..8].map(|flows| {
+    class_flows(n).map(|flows| {
         let n = flows.len() as f64;
         let (mut events, mut packets) = (0.0, 0.0);
         for f in flows {
@@ -141,11 +161,11 @@ fn print_loss_events(e: &[(f64, f64); 3]) {
     );
 }
 
-/// The MRG flows' (6, 7) windows in (from, to] against `W_min` = θ·srtt of the same 1 ms sample:
+/// The MRG flows' windows in (from, to] against `W_min` = θ·srtt of the same 1 ms sample:
 /// (mean window / mean W_min, fraction of samples within 5 % of W_min).
-fn mrg_windows(r: &SimResult, from: u64, to: u64, theta_bps: f64) -> (f64, f64) {
-    let (mut w, mut w_min, mut near, mut n) = (0.0, 0.0, 0.0, 0.0);
-    for f in 6..8 {
+fn mrg_windows(r: &SimResult, n: [u32; 3], from: u64, to: u64, theta_bps: f64) -> (f64, f64) {
+    let (mut w, mut w_min, mut near, mut samples) = (0.0, 0.0, 0.0, 0.0);
+    for f in class_flows(n)[2].clone() {
         for s in r
             .flow_samples(f)
             .filter(|s| s.time_ns > from && s.time_ns <= to)
@@ -153,36 +173,51 @@ fn mrg_windows(r: &SimResult, from: u64, to: u64, theta_bps: f64) -> (f64, f64) 
             let floor = theta_bps / 8.0 * s.srtt_us as f64 / 1e6;
             w += s.cwnd_bytes as f64;
             w_min += floor;
-            n += 1.0;
+            samples += 1.0;
             if (s.cwnd_bytes as f64) < 1.05 * floor {
                 near += 1.0;
             }
         }
     }
-    (w / w_min, near / n)
+    (w / w_min, near / samples)
 }
 
-fn check_long_lived(theta_mbit: u64, omega_mrg: f64) -> ([f64; 3], f64, f64) {
-    let r = run(&leaf_spine(theta_mbit, omega_mrg, &[], 4), None).unwrap();
-    assert_eq!(r.agent.algorithms.get("paccp"), Some(&8));
+/// What one long-lived run on the uplink measured.
+struct LongLived {
+    /// Per-class mean rates (Mbit/s) and the optimum's.
+    rates: [f64; 3],
+    opt: [f64; 3],
+    /// Fraction of 10 ms samples with the MRG class's mean at or above θ.
+    above: f64,
+    /// The normalized utility (eqs. 5–6).
+    utility: f64,
+}
+
+/// Run `n` = (BE, DS, MRG) long-lived flows on the scaled uplink for 4 s and measure from 1 s.
+fn check_long_lived(n: [u32; 3], theta_mbit: u64, omega_mrg: f64) -> LongLived {
+    let r = run(&leaf_spine_n(n, theta_mbit, omega_mrg, &[], 4), None).unwrap();
+    assert_eq!(
+        r.agent.algorithms.get("paccp"),
+        Some(&u64::from(n.iter().sum::<u32>()))
+    );
     let (from, to) = (SEC, 4 * SEC);
     let theta = theta_mbit as f64 * 1e6;
-    let (rates, above) = class_rates(&r, from, to, theta);
-    let opt = optimal_allocation(4000.0, [4, 2, 2], 2.0, theta_mbit as f64, omega_mrg);
+    let (rates, above) = class_rates(&r, n, from, to, theta);
+    let opt = optimal_allocation(4000.0, n, 2.0, theta_mbit as f64, omega_mrg);
     let weights = [1.0, 2.0, omega_mrg];
     let pairs = |x: &[f64; 3]| -> Vec<(f64, f64)> {
-        [4, 2, 2]
-            .iter()
+        n.iter()
             .enumerate()
-            .flat_map(|(c, n)| std::iter::repeat_n((weights[c], x[c]), *n))
+            .flat_map(|(c, k)| std::iter::repeat_n((weights[c], x[c]), *k as usize))
             .collect()
     };
     let utility = utility_of(&pairs(&rates), &pairs(&opt), r.end_ns);
-    let total: f64 = rates[0] * 4.0 + rates[1] * 2.0 + rates[2] * 2.0;
+    let total: f64 = (0..3).map(|c| rates[c] * f64::from(n[c])).sum();
     println!(
-        "theta {theta_mbit} Mbit/s, omega_mrg {omega_mrg}: BE/DS/MRG {:.0}/{:.0}/{:.0} Mbit/s \
-         (optimum {:.0}/{:.0}/{:.0}), DS/BE {:.2}, MRG class mean >= theta in {:.1} % of 10 ms \
-         samples, total {total:.0} Mbit/s of 4000, normalized utility {utility:.4}",
+        "{n:?} flows, theta {theta_mbit} Mbit/s, omega_mrg {omega_mrg}: BE/DS/MRG \
+         {:.0}/{:.0}/{:.0} Mbit/s (optimum {:.0}/{:.0}/{:.0}), DS/BE {:.2}, MRG/optimum {:.2}, \
+         MRG class mean >= theta in {:.1} % of 10 ms samples, total {total:.0} Mbit/s of 4000, \
+         normalized utility {utility:.4}",
         rates[0],
         rates[1],
         rates[2],
@@ -190,51 +225,95 @@ fn check_long_lived(theta_mbit: u64, omega_mrg: f64) -> ([f64; 3], f64, f64) {
         opt[1],
         opt[2],
         rates[1] / rates[0],
+        rates[2] / opt[2],
         100.0 * above
     );
-    print_loss_events(&loss_events(&r, from, to));
-    let (excess, near) = mrg_windows(&r, from, to, theta);
+    print_loss_events(&loss_events(&r, n, from, to));
+    let (excess, near) = mrg_windows(&r, n, from, to, theta);
     println!(
         "  MRG windows: mean {excess:.2} x W_min, within 5 % of W_min in {:.0} % of 1 ms samples",
         100.0 * near
     );
-    (rates, above, utility)
+    LongLived {
+        rates,
+        opt,
+        above,
+        utility,
+    }
+}
+
+/// What every long-lived run must show: MRG at or above θ (its class mean, and in 90 % of
+/// 10 ms samples) and not far above its optimal rate, the normalized utility at 0.95 or more,
+/// DS/BE within `ds_be`.
+fn assert_long_lived(m: &LongLived, theta_mbit: u64, ds_be: std::ops::RangeInclusive<f64>) {
+    let LongLived {
+        rates,
+        opt,
+        above,
+        utility,
+    } = m;
+    assert!(
+        rates[2] >= theta_mbit as f64,
+        "MRG mean {:.0} < θ {theta_mbit}",
+        rates[2]
+    );
+    assert!(
+        *above >= 0.9,
+        "MRG class at or above θ only {above:.3} of the time"
+    );
+    // The optimum gives MRG max(θ, its weighted share); eq. 18 lets it above that between
+    // losses (CD1 restores W_min within an RTT of every halving, CD2 adds ω per RTT), so its
+    // mean sits above the optimum by what it gains between its loss events (measured 0.95–1.18
+    // of the optimum; the paper's 4.09 and 7.14 Gbit/s are 1.02 of it).
+    assert!(
+        rates[2] <= 1.25 * opt[2],
+        "MRG mean {:.0} > 1.25 x its optimum {:.0}",
+        rates[2],
+        opt[2]
+    );
+    assert!(*utility >= 0.95, "normalized utility {utility:.4}");
+    let ratio = rates[1] / rates[0];
+    assert!(ds_be.contains(&ratio), "DS/BE {ratio:.2} not in {ds_be:?}");
 }
 
 #[test]
 fn long_lived_classes_match_the_optimum_as_in_fig_4() {
-    let results: Vec<_> = [(200, 1.0), (700, 2.0)]
-        .into_iter()
-        .map(|(theta, omega)| (theta, check_long_lived(theta, omega)))
-        .collect();
-    for (theta, (rates, above, utility)) in results {
-        // The paper: MRG flows always above θ (Figs. 4b/4d, 4.09 and 7.14 Gbit/s for θ = 2 and
-        // 7); DS/BE 1.67 and 1.71 where the optimum is 2; utility slightly below the optimum.
-        assert!(
-            rates[2] >= theta as f64,
-            "MRG mean {:.0} < θ {theta}",
-            rates[2]
-        );
-        assert!(
-            above >= 0.9,
-            "MRG class at or above θ only {above:.3} of the time"
-        );
-        assert!(utility >= 0.95, "normalized utility {utility:.4}");
-        let ratio = rates[1] / rates[0];
-        // Measured: 1.31 with θ = 0.2 Gbit/s (ω_MRG = 1), 1.52 with θ = 0.7 Gbit/s (ω_MRG = 2);
-        // the paper has 1.67 and 1.71. In the first case the uplink's drops are not
-        // synchronised: behind 1 Gbit/s host links every flow has the same loss events per
-        // packet (BE 0.264, DS 0.287 per 1000), and eq. 18's AIMD (+ω per RTT, halving) then
-        // gives each flow W ≈ √(1.5·ω/q) (q: loss events per packet), i.e. DS/BE ≈ √2·√(0.264/
-        // 0.287) = 1.36, not ω = 2. With 10 Gbit/s host links the drops are synchronised (every
-        // class about 14 loss events per second) and DS/BE is 1.76 (test
-        // with_fast_host_links_ds_gets_its_weight_on_the_uplink). Neither the host queue limit
-        // (TSQ 0–3 ms: 1.29–1.42) nor per-ACK reports (1.19–1.26) change this. The DS/BE
-        // ordering must hold clearly (≥ 1.25) in that case and reach the paper's range (1.5–2)
-        // where MRG flows carry the DS weight too.
-        let low = if theta == 200 { 1.25 } else { 1.5 };
-        assert!((low..=2.0).contains(&ratio), "DS/BE {ratio:.2} (θ {theta})");
-    }
+    // The paper: MRG flows always above θ (Figs. 4b/4d, 4.09 and 7.14 Gbit/s for θ = 2 and 7);
+    // DS/BE 1.67 and 1.71 where the optimum is 2; utility slightly below the optimum.
+    //
+    // Measured over 1–4 s: DS/BE 1.31 with θ = 0.2 Gbit/s (ω_MRG = 1), 1.52 with θ = 0.7
+    // Gbit/s (ω_MRG = 2) (1.35 and 1.54 over 1–13 s). The scale is not the cause: the same
+    // uplink at the paper's own rates and delays (10/40 Gbit/s, 10/20 µs) gives 1.29. With
+    // 4 BE, 2 DS and 2 MRG flows the windows are 60–120 packets and the uplink's drops fall on
+    // the flows in proportion to the packets they send: eq. 18's AIMD (+ω per RTT, halving)
+    // then gives each flow W ≈ √(1.5·ω/q) (q: loss events per packet), i.e. DS/BE ≈ √2, not ω.
+    // With smaller windows (16 flows on the uplink, test
+    // with_sixteen_flows_on_the_uplink_ds_gets_the_papers_ratio) or synchronised drops (10
+    // Gbit/s host links, test with_fast_host_links_ds_gets_its_weight_on_the_uplink) DS/BE
+    // reaches the paper's range. Neither the host queue limit (TSQ 0–3 ms: 1.29–1.42),
+    // delayed ACKs (every second packet: 1.42) nor per-ACK reports (1.19–1.26) change this. So
+    // here DS/BE must hold clearly (≥ 1.25) in the first case and reach the paper's range
+    // (1.5–2) where MRG flows carry the DS weight too.
+    let n = [4, 2, 2];
+    let first = check_long_lived(n, 200, 1.0);
+    let second = check_long_lived(n, 700, 2.0);
+    assert_long_lived(&first, 200, 1.25..=2.0);
+    assert_long_lived(&second, 700, 1.5..=2.0);
+}
+
+#[test]
+fn with_sixteen_flows_on_the_uplink_ds_gets_the_papers_ratio() {
+    // The paper routes every flow over a random spine, so its uplinks carry 8 flows on average
+    // but many carry more (12 or more on about one in ten). Here one uplink carries 8 BE, 4 DS
+    // and 4 MRG flows, θ halved so that the optimum keeps Fig. 4's proportions (200/400/200
+    // and 162.5/325/350 Mbit/s). The windows are half those of the 8-flow case (30–60
+    // packets). Measured over 1–4 s: DS/BE 1.53 and 1.70 (1.50 and 1.67 over 1–13 s; the
+    // paper 1.67 and 1.71); MRG at 1.14 and 1.15 of its optimum.
+    let n = [8, 4, 4];
+    let first = check_long_lived(n, 100, 1.0);
+    let second = check_long_lived(n, 350, 2.0);
+    assert_long_lived(&first, 100, 1.45..=2.0);
+    assert_long_lived(&second, 350, 1.5..=2.0);
 }
 
 /// The testbed of Fig. 7: a 3×1 leaf-spine, every link 1 Gbit/s, VMs 1–9 on three leaves (three
@@ -584,7 +663,7 @@ fn with_fast_host_links_ds_gets_its_weight_on_the_uplink() {
         l.host_link.rate = Some(ccp_sim::scenario::Rate::from_bits(10_000_000_000));
     }
     let r = run(&s, None).unwrap();
-    let (rates, above) = class_rates(&r, SEC, 4 * SEC, 200e6);
+    let (rates, above) = class_rates(&r, [4, 2, 2], SEC, 4 * SEC, 200e6);
     let ratio = rates[1] / rates[0];
     println!(
         "10 Gbit/s host links: BE/DS/MRG {:.0}/{:.0}/{:.0} Mbit/s, DS/BE {ratio:.2}, MRG >= θ in \
@@ -594,7 +673,7 @@ fn with_fast_host_links_ds_gets_its_weight_on_the_uplink() {
         rates[2],
         100.0 * above
     );
-    print_loss_events(&loss_events(&r, SEC, 4 * SEC));
+    print_loss_events(&loss_events(&r, [4, 2, 2], SEC, 4 * SEC));
     assert!((1.5..=2.0).contains(&ratio), "DS/BE {ratio:.2}");
     assert!(
         above >= 0.9 && rates[2] >= 200.0,
