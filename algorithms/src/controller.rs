@@ -53,6 +53,11 @@ pub struct Measurement {
     pub rtt_last_us: u64,
     /// Number of RTT samples in the interval.
     pub rtt_samples: u64,
+    /// Mean relative one-way delay over the interval's RTT samples, µs: the forward one-way
+    /// delay of each sampled packet minus the smallest of the flow (its forward queueing, free
+    /// of clock offsets). None where the datapath does not measure one-way delays (only the
+    /// simulator does).
+    pub owd_mean_us: Option<u64>,
     /// Delivery (receive) rate, bytes/s, as the datapath last measured it.
     pub delivery_rate: u64,
     /// Sending rate, bytes/s, as the datapath last measured it.

@@ -21,12 +21,20 @@ pub const INITIAL_PERIOD_US: u32 = 1_000;
 /// Source of the shared program (portus datapath language).
 ///
 /// Report fields: sums over the period (`acked`, `sacked`, `ecn_bytes`, `lost`, `rtt_sum`,
-/// `rtt_cnt`), extremes (`rtt_min`, `rtt_max`), the last value (`rtt_last`, `rin`, `rout`,
-/// `inflight`, `pending`, `cwnd`), whether a timeout was seen (`timeout`) and the period length
-/// (`micros`). portus allows 16 report fields; packet counts are derived from bytes and the MSS,
-/// and the pacing rate is the one the agent installed. An RTT sample of 0 means "none" (libccp
-/// reads it as 2^32-1), so RTT fields skip it (immediates must stay below 2^31, hence the 2000 s
-/// bound).
+/// `rtt_cnt`, `owd_sum`), extremes (`rtt_min`, `rtt_max`), the last value (`rtt_last`, `rin`,
+/// `rout`, `inflight`, `pending`, `cwnd`) and the period length (`micros`); `lost` also carries
+/// whether a timeout was seen ([`TIMEOUT_FLAG`] added once). portus allows 16 report fields
+/// (its serializer refuses a report register above 15; libccp and this project's engine take
+/// 110); packet counts are derived from bytes and the MSS, and the pacing rate is the one the
+/// agent installed. An RTT sample of 0 means "none" (libccp reads it as 2^32-1), so RTT fields
+/// skip it (immediates must stay below 2^31, hence the 2000 s bound).
+///
+/// `owd_us` is the engine's extended primitive `Flow.owd_us` (the relative one-way delay,
+/// `ccp_engine::ExtPrimitives`), bound through a control register with the reserved default
+/// `ccp_engine::wire::prim::OWD_US_BINDING`: portus 0.9 compiles no primitive name beyond
+/// libccp's. A datapath that measures it gives it with every RTT sample, so `owd_sum` sums it
+/// over the same ACKs as `rtt_sum`; elsewhere the register keeps its default (2·10⁹ + 1) and
+/// the mean decodes as "not measured".
 pub const SOURCE: &str = "
 (def
     (Report
@@ -34,7 +42,7 @@ pub const SOURCE: &str = "
         (volatile sacked 0)
         (volatile ecn_bytes 0)
         (volatile lost 0)
-        (volatile timeout false)
+        (volatile owd_sum 0)
         (volatile rtt_min +infinity)
         (volatile rtt_max 0)
         (volatile rtt_sum 0)
@@ -48,13 +56,13 @@ pub const SOURCE: &str = "
         (volatile micros 0)
     )
     (period 1000)
+    (owd_us 2000000001)
 )
 (when true
     (:= Report.acked (+ Report.acked Ack.bytes_acked))
     (:= Report.sacked (+ Report.sacked Ack.bytes_misordered))
     (:= Report.ecn_bytes (+ Report.ecn_bytes Ack.ecn_bytes))
     (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
-    (:= Report.timeout (|| Report.timeout Flow.was_timeout))
     (:= Report.rin Flow.rate_incoming)
     (:= Report.rout Flow.rate_outgoing)
     (:= Report.inflight Flow.bytes_in_flight)
@@ -63,12 +71,17 @@ pub const SOURCE: &str = "
     (:= Report.micros Micros)
     (fallthrough)
 )
+(when (&& Flow.was_timeout (< Report.lost 16777216))
+    (:= Report.lost (+ Report.lost 16777216))
+    (fallthrough)
+)
 (when (< Flow.rtt_sample_us 2000000000)
     (:= Report.rtt_min (min Report.rtt_min Flow.rtt_sample_us))
     (:= Report.rtt_max (max Report.rtt_max Flow.rtt_sample_us))
     (:= Report.rtt_sum (+ Report.rtt_sum Flow.rtt_sample_us))
     (:= Report.rtt_cnt (+ Report.rtt_cnt 1))
     (:= Report.rtt_last Flow.rtt_sample_us)
+    (:= Report.owd_sum (+ Report.owd_sum owd_us))
     (fallthrough)
 )
 (when (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout)
@@ -83,6 +96,23 @@ pub const SOURCE: &str = "
 
 /// Sentinel the program starts `rtt_min` from (libccp's "+infinity").
 const RTT_NONE: u64 = u32::MAX as u64;
+
+/// Added once to `Report.lost` when the period saw a timeout (far above any loss count).
+pub const TIMEOUT_FLAG: u64 = 1 << 24;
+
+/// A mean relative one-way delay at or above this many µs means the datapath does not measure
+/// it (its `owd_us` register kept the binding value, 2·10⁹ + 1, or read 2^32 − 1).
+const OWD_NONE_US: u64 = 2_000_000_000;
+
+/// `Report.lost` as (packets lost, whether a timeout was seen).
+fn split_lost(field: u64) -> (u64, bool) {
+    (field % TIMEOUT_FLAG, field >= TIMEOUT_FLAG)
+}
+
+/// The mean relative one-way delay of `sum` over `samples`, µs (None: none or not measured).
+fn owd_mean(sum: u64, samples: u64) -> Option<u64> {
+    sum.checked_div(samples).filter(|&d| d < OWD_NONE_US)
+}
 
 /// Decodes reports of the shared program; resolves nothing per report but the field reads.
 pub struct Decoder {
@@ -132,6 +162,8 @@ impl Decoder {
         let acked = f("Report.acked")?;
         let ecn = f("Report.ecn_bytes")?;
         let inflight = f("Report.inflight")?;
+        let (lost, timeout) = split_lost(f("Report.lost")?);
+        let owd_mean = owd_mean(f("Report.owd_sum")?, rtt_cnt);
         Ok(Measurement {
             now_us,
             interval_us: f("Report.micros")?,
@@ -140,8 +172,8 @@ impl Decoder {
             sacked_bytes: f("Report.sacked")?,
             ecn_bytes: ecn,
             ecn_packets: per_mss(ecn),
-            lost_packets: f("Report.lost")?,
-            timeout: f("Report.timeout")? != 0,
+            lost_packets: lost,
+            timeout,
             rtt_min_us: if rtt_cnt == 0 || rtt_min >= RTT_NONE {
                 0
             } else {
@@ -151,6 +183,7 @@ impl Decoder {
             rtt_max_us: f("Report.rtt_max")?,
             rtt_last_us: f("Report.rtt_last")?,
             rtt_samples: rtt_cnt,
+            owd_mean_us: owd_mean,
             delivery_rate: f("Report.rin")?,
             send_rate: f("Report.rout")?,
             bytes_in_flight: inflight,
@@ -166,6 +199,106 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ccp_engine::{
+        Clock, DatapathOps, Engine, EngineConfig, ExtPrimitives, FlowInfo, Primitives, wire,
+    };
+
+    struct At(u64);
+    impl Clock for At {
+        fn now_ns(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[derive(Default)]
+    struct Sent(Vec<Vec<u8>>);
+    impl DatapathOps for Sent {
+        fn send_msg(&mut self, msg: &[u8]) -> std::io::Result<()> {
+            self.0.push(msg.to_vec());
+            Ok(())
+        }
+        fn set_cwnd(&mut self, _: u32, _: u32) {}
+        fn set_rate_abs(&mut self, _: u32, _: u32) {}
+    }
+
+    /// The decoded (lost, timeout, rtt samples, mean OWD) of the report the program sends
+    /// after one ACK with `prims` and `ext`, on this project's engine.
+    fn one_report(prims: &Primitives, ext: &ExtPrimitives) -> (u64, bool, u64, Option<u64>) {
+        let (bin, scope) = portus::lang::compile(SOURCE.as_bytes(), &[]).expect("compiles");
+        let install = portus::serialize::serialize(&portus::serialize::install::Msg {
+            sid: 0,
+            program_uid: scope.program_uid,
+            num_events: bin.events.len() as u32,
+            num_instrs: bin.instrs.len() as u32,
+            instrs: bin,
+        })
+        .unwrap();
+        let mut engine = Engine::new(At(1_000_000_000), EngineConfig::default());
+        let mut sent = Sent::default();
+        engine.init(&mut sent).unwrap();
+        engine.read_msg(&mut sent, &install).unwrap();
+        let info = FlowInfo {
+            mss: 1448,
+            init_cwnd: 14480,
+            cong_alg: "reno".into(),
+            ..FlowInfo::default()
+        };
+        let sid = engine.connection_start(&mut sent, info).unwrap();
+        engine
+            .read_msg(
+                &mut sent,
+                &wire::serialize_change_prog(sid, scope.program_uid, &[]),
+            )
+            .unwrap();
+        sent.0.clear();
+        engine.invoke_ext(&mut sent, sid, prims, ext).unwrap();
+        let fields = wire::parse_to_agent(&sent.0.concat())
+            .unwrap()
+            .into_iter()
+            .find_map(|(m, _)| match m {
+                wire::ToAgent::Measure { fields, .. } => Some(fields),
+                _ => None,
+            })
+            .expect("a report");
+        let field = |name: &str| match scope.get(name) {
+            Some(portus::lang::Reg::Report(i, _, _)) => fields[usize::from(*i)],
+            r => panic!("{name}: {r:?}"),
+        };
+        let (lost, timeout) = split_lost(field("Report.lost"));
+        let samples = field("Report.rtt_cnt");
+        (
+            lost,
+            timeout,
+            samples,
+            owd_mean(field("Report.owd_sum"), samples),
+        )
+    }
+
+    #[test]
+    fn reports_carry_losses_timeouts_and_the_one_way_delay() {
+        let lossy = Primitives {
+            lost_pkts_sample: 3,
+            rtt_sample_us: 120,
+            ..Primitives::default()
+        };
+        let owd = ExtPrimitives { owd_us: Some(7) };
+        assert_eq!(one_report(&lossy, &owd), (3, false, 1, Some(7)));
+        let timeout = Primitives {
+            was_timeout: true,
+            ..lossy
+        };
+        assert_eq!(one_report(&timeout, &owd), (3, true, 1, Some(7)));
+        let only_timeout = Primitives {
+            was_timeout: true,
+            ..Primitives::default()
+        };
+        assert_eq!(one_report(&only_timeout, &owd), (0, true, 0, None));
+        // A datapath that does not measure the one-way delay.
+        assert_eq!(
+            one_report(&lossy, &ExtPrimitives::default()),
+            (3, false, 1, None)
+        );
+    }
 
     #[test]
     fn program_compiles_and_declares_every_decoded_field() {
@@ -182,12 +315,22 @@ mod tests {
         };
         portus::serialize::serialize(&msg).expect("install message serializes");
         assert!(!bin.instrs.is_empty());
+        // The one-way delay register carries the engine's binding value.
+        assert!(SOURCE.contains(&format!(
+            "(owd_us {})",
+            ccp_engine::wire::prim::OWD_US_BINDING
+        )));
+        assert!(
+            u64::from(ccp_engine::wire::prim::OWD_US_BINDING) >= OWD_NONE_US
+                && OWD_NONE_US < u64::from(u32::MAX)
+        );
         for f in [
             "Report.acked",
             "Report.sacked",
             "Report.ecn_bytes",
             "Report.lost",
-            "Report.timeout",
+            "Report.owd_sum",
+            "owd_us",
             "Report.rtt_min",
             "Report.rtt_max",
             "Report.rtt_sum",

@@ -30,11 +30,15 @@
 //!   less keeps a larger counter and tolerates more congestion, which pulls a class together.
 //! - **Congestion estimate** (§IV-A, eq. 7): `N = Q_s + Q_d + δ·D` bytes, with
 //!   `Q_s = min(bytes_pending, backlog-cap)` the sender-side backlog, `Q_d = 0` (no datapath
-//!   reports a receiver backlog) and `D` the queueing delay, the report's mean RTT minus the
-//!   smallest RTT the flow has seen. Taken from the RTT, D also counts the queueing of the
-//!   flow's ACKs on the reverse path, e.g. behind the receiving host's own outgoing data, where
-//!   the paper measures "the delay experienced by flow i" with time stamps in the packet
-//!   headers; no datapath here reports a one-way delay (see `docs/results/rtcp.md`).
+//!   reports a receiver backlog) and `D` the queueing delay. The paper measures D, "the delay
+//!   experienced by flow i", with time stamps in the packet headers: a one-way delay. Where the
+//!   datapath measures one (`Measurement::owd_mean_us`: the simulator, whose receiver echoes
+//!   its receive time stamp in every ACK), D is the report's mean relative one-way delay, the
+//!   forward delay above the smallest the flow has seen. Elsewhere (ccp-udp, kernel datapaths,
+//!   libccp; or with `one-way-delay=false`) D is the report's mean RTT minus the smallest RTT
+//!   the flow has seen, which also counts the queueing of the flow's ACKs on the reverse path,
+//!   e.g. behind the receiving host's own outgoing data: a flow whose receiver also sends then
+//!   backs off for congestion that is not on its path (see `docs/results/rtcp.md`).
 //!   Smoothing (eq. 8), `S ← q·S + (1 − q)·N` with q = 0.5, is applied once per RTT sample,
 //!   as the paper's implementation does on every acknowledgement: a report with k samples
 //!   applies `S ← q^k·S + (1 − q^k)·N`. (Once per report, with reports about one RTT apart, it
@@ -148,6 +152,13 @@ pub const PARAMS: &[ParamSpec] = &[
         source: "shared/ALGORITHMS.md (eq. (9) once per RTT epoch); this project's control loop (see the rtcp module doc)",
     },
     ParamSpec {
+        key: "one-way-delay",
+        unit: Unit::Bool,
+        default: 1.0,
+        help: "take the queueing delay D from the one-way delay where the datapath measures it (else, and when false, from the RTT)",
+        source: "RTCP §IV-A (D from time stamps in the packet headers), eq. (7); RTT fallback: shared/ALGORITHMS.md",
+    },
+    ParamSpec {
         key: "backlog-cap",
         unit: Unit::Bytes,
         default: 4_000.0,
@@ -195,6 +206,8 @@ pub struct RtcpConfig {
     pub backlog_cap: u64,
     /// Epoch length, smoothed RTTs (> 0).
     pub epoch: f64,
+    /// Take D from the datapath's one-way delay when it reports one.
+    pub one_way_delay: bool,
 }
 
 impl Default for RtcpConfig {
@@ -220,6 +233,7 @@ impl RtcpConfig {
             max_rate: p.get("max-rate").max(1.0),
             backlog_cap: p.get("backlog-cap").max(0.0) as u64,
             epoch: p.get("epoch").max(0.1),
+            one_way_delay: p.get("one-way-delay") != 0.0,
         }
     }
 }
@@ -303,6 +317,8 @@ pub struct Rtcp {
     base_rtt_us: u64,
     /// Last queueing delay measured, µs.
     delay_us: u64,
+    /// Whether D comes from the one-way delay (once the datapath reported one).
+    owd: bool,
     /// Smoothed congestion estimate S, bytes (None before the first report).
     smoothed: Option<f64>,
     /// Last congestion observation N, bytes.
@@ -330,6 +346,7 @@ impl Rtcp {
             urgent: false,
             base_rtt_us: 0,
             delay_us: 0,
+            owd: false,
             smoothed: None,
             last_n: 0.0,
             srtt: Srtt::new(),
@@ -381,6 +398,11 @@ impl Rtcp {
         self.delay_us
     }
 
+    /// Whether D is taken from the one-way delay (the datapath reported one).
+    pub fn uses_one_way_delay(&self) -> bool {
+        self.owd
+    }
+
     /// The last congestion observation N = Q_s + Q_d + δ·D, bytes.
     pub fn last_observation(&self) -> f64 {
         self.last_n
@@ -424,8 +446,16 @@ impl Rtcp {
                 b => b.min(m.rtt_min_us),
             };
         }
-        if m.rtt_mean_us > 0 && self.base_rtt_us > 0 {
-            self.delay_us = m.rtt_mean_us.saturating_sub(self.base_rtt_us);
+        match m.owd_mean_us.filter(|_| self.cfg.one_way_delay) {
+            // The datapath subtracts the flow's smallest one-way delay already.
+            Some(d) => {
+                self.owd = true;
+                self.delay_us = d;
+            }
+            None if !self.owd && m.rtt_mean_us > 0 && self.base_rtt_us > 0 => {
+                self.delay_us = m.rtt_mean_us.saturating_sub(self.base_rtt_us);
+            }
+            None => {}
         }
         let backlog = m.bytes_pending.min(self.cfg.backlog_cap) as f64;
         let first = self.smoothed.is_none();
@@ -491,6 +521,7 @@ impl WindowAlgorithm for Rtcp {
         self.urgent = false;
         self.base_rtt_us = 0;
         self.delay_us = 0;
+        self.owd = false;
         self.smoothed = None;
         self.last_n = 0.0;
         self.srtt = Srtt::new();
@@ -876,6 +907,51 @@ mod tests {
     }
 
     #[test]
+    fn the_one_way_delay_replaces_the_rtt_where_the_datapath_measures_it() {
+        let with_owd = |rtt: u64, owd: Option<u64>| Measurement {
+            owd_mean_us: owd,
+            ..report(0, 0, rtt, 0)
+        };
+        // RTT 100 µs above its minimum (e.g. ACKs queued behind the receiver's own data), the
+        // forward path 5 µs above its minimum: D is 5 µs.
+        let mut r = started(cfg(&[("backlog-cap", "0")]));
+        r.on_measurement(&Measurement {
+            now_us: 100,
+            ..with_owd(RTT, Some(0))
+        });
+        r.on_measurement(&Measurement {
+            now_us: 200,
+            ..with_owd(RTT + 100, Some(5))
+        });
+        assert!(r.uses_one_way_delay());
+        assert_eq!(r.queueing_delay_us(), 5);
+        // A report without samples keeps the last delay (no fallback to the RTT).
+        r.on_measurement(&Measurement {
+            now_us: 300,
+            rtt_samples: 0,
+            ..with_owd(0, None)
+        });
+        assert_eq!(r.queueing_delay_us(), 5);
+        // one-way-delay=false, or a datapath without it: the RTT's 100 µs.
+        for (c, owd) in [
+            (cfg(&[("one-way-delay", "false")]), Some(5)),
+            (RtcpConfig::default(), None),
+        ] {
+            let mut r = started(c);
+            r.on_measurement(&Measurement {
+                now_us: 100,
+                ..with_owd(RTT, owd.map(|_| 0))
+            });
+            r.on_measurement(&Measurement {
+                now_us: 200,
+                ..with_owd(RTT + 100, owd)
+            });
+            assert!(!r.uses_one_way_delay());
+            assert_eq!(r.queueing_delay_us(), 100);
+        }
+    }
+
+    #[test]
     fn defaults_are_the_papers() {
         let c = RtcpConfig::default();
         assert_eq!(c.alpha, 0.5);
@@ -885,5 +961,6 @@ mod tests {
         assert_eq!((c.weight, c.urgent_weight), (12_000.0, 24_000.0));
         assert_eq!(c.urgent_threshold, 30_000);
         assert_eq!(c.max_rate, 1.25e9);
+        assert!(c.one_way_delay);
     }
 }

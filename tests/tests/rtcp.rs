@@ -119,6 +119,23 @@ fn preemption(hv: &str, urgent: &str) -> Scenario {
     s
 }
 
+/// One `alg` flow from h0 to h13 (another leaf), class "probe"; with `reverse`, h13 also sends
+/// a flow of its own (to h30, class "other"), so the probe's ACKs leave h13 behind its data.
+fn lone_flow(alg: &str, reverse: bool) -> Scenario {
+    let mut s = fabric(4, RUN_MS);
+    s.flows.push(FlowSpec {
+        class: "probe".into(),
+        ..FlowSpec::bulk("h0", "h13", alg)
+    });
+    if reverse {
+        s.flows.push(FlowSpec {
+            class: "other".into(),
+            ..FlowSpec::bulk("h13", "h30", alg)
+        });
+    }
+    s
+}
+
 /// The 95→1 incast (§V-C2): 95 hosts answer h0 with `size` bytes each at once, `rounds` times.
 fn incast(alg: &str, size: u64, rounds: u32) -> Scenario {
     let mut s = fabric(4, 200);
@@ -211,31 +228,63 @@ fn show(label: &str, f: &Figures) {
 #[test]
 fn random_sending_delay_far_below_reno_and_dctcp_at_close_throughput() {
     let rtcp = random_figures("rtcp", 4);
+    let by_rtt = random_figures("rtcp:one-way-delay=false", 4);
     let reno = random_figures("reno", 4);
     let dctcp = random_figures("dctcp", 4);
-    for (l, f) in [("rtcp", &rtcp), ("reno", &reno), ("dctcp", &dctcp)] {
+    for (l, f) in [
+        ("rtcp", &rtcp),
+        ("rtcp, D from the RTT", &by_rtt),
+        ("reno", &reno),
+        ("dctcp", &dctcp),
+    ] {
         show(l, f);
     }
-    // Measured: rtcp 516 Mbit/s, 152 / 344 µs; reno 547, 844 / 1835; dctcp 585, 234 / 1049.
+    // Measured: rtcp 537 Mbit/s, 181 / 475 µs (D from the RTT: 516, 152 / 344); reno 547,
+    // 844 / 1835; dctcp 585, 234 / 1049.
     // Delay: the paper has RTCP's mean at 17 % of NewReno's and 36 % of DCTCP's, its p99 at
-    // 16 % of NewReno's. Here 18 % and 65 % (mean), 19 % and 33 % (p99).
+    // 16 % of NewReno's. Here 21 % and 77 % (mean), 26 % and 45 % (p99).
     assert!(rtcp.mean_us < 0.3 * reno.mean_us, "{rtcp:?} {reno:?}");
     assert!(rtcp.p99_us < 0.3 * reno.p99_us, "{rtcp:?} {reno:?}");
     assert!(rtcp.mean_us < 0.8 * dctcp.mean_us, "{rtcp:?} {dctcp:?}");
     assert!(rtcp.p99_us < 0.5 * dctcp.p99_us, "{rtcp:?} {dctcp:?}");
     // Throughput: the paper has RTCP the best (4362 Mbit/s against NewReno's 4300 and DCTCP's
-    // 3956). Here it is 0.88 of DCTCP's and 0.94 of Reno's. The loss is on receivers with a
-    // single incoming flow (RTCP fills them to 72 %, DCTCP to 90 %): the receiving host sends
-    // its own flow, its ACKs queue behind that flow's data, and D, taken from the RTT, counts
-    // that reverse-path queue as congestion (see docs/results/rtcp.md). The bound is what holds,
-    // with a margin.
+    // 3956). Here it is 0.92 of DCTCP's and 0.98 of Reno's. Taking D from the one-way delay
+    // (the paper's time stamps) rather than the RTT gains 4 %: every host also sends, so a
+    // flow's ACKs queue behind its receiver's own data, which the RTT counts as congestion of
+    // the flow's path (see docs/results/rtcp.md). The bound is what holds, with a margin.
     let best = reno.goodput.max(dctcp.goodput);
-    assert!(rtcp.goodput > 0.85 * best, "{rtcp:?} best {best:.1}");
+    assert!(rtcp.goodput > 0.9 * best, "{rtcp:?} best {best:.1}");
+    assert!(rtcp.goodput > by_rtt.goodput, "{rtcp:?} {by_rtt:?}");
     // No loss: RTCP backs off on delay long before the 100-packet buffers fill.
     assert!(
         rtcp.retransmits < reno.retransmits / 20,
         "{rtcp:?} {reno:?}"
     );
+}
+
+#[test]
+fn one_way_delay_keeps_a_flow_whose_receiver_also_sends_at_full_rate() {
+    // The probe's ACKs wait in h13's NIC queue behind h13's own flow. Its RTT counts that
+    // queue, its one-way delay does not (the simulator's receiver echoes receive time stamps).
+    let probe = |alg: &str, reverse: bool| {
+        let r = run_checked(&lone_flow(alg, reverse));
+        figures(&r, "probe")
+    };
+    let alone = probe("rtcp", false);
+    let owd = probe("rtcp", true);
+    let rtt = probe("rtcp:one-way-delay=false", true);
+    show("alone", &alone);
+    show("receiver sends, D from OWD", &owd);
+    show("receiver sends, D from RTT", &rtt);
+    // Measured: alone 965.5 Mbit/s; with the reverse flow 842.7 (D from the one-way delay, 87 %
+    // of alone) and 704.9 (D from the RTT, 73 %); dctcp keeps 899 of 965 (93 %). The rest of
+    // the loss is the window law's: the ACK queue lengthens the RTT, so the window must cover
+    // a larger bandwidth-delay product than the forward queue RTCP tolerates, and halving it
+    // leaves the link idle for a while (see docs/results/rtcp.md).
+    assert!(alone.goodput > 900.0, "{alone:?}");
+    assert!(owd.goodput > 0.85 * alone.goodput, "{owd:?} {alone:?}");
+    assert!(owd.goodput > 1.1 * rtt.goodput, "{owd:?} {rtt:?}");
+    assert!(rtt.goodput < 0.8 * alone.goodput, "{rtt:?} {alone:?}");
 }
 
 #[test]
@@ -252,9 +301,9 @@ fn urgent_flows_preempt_high_volume_ones() {
     ] {
         show(l, f);
     }
-    // Measured: rtcp high-volume 119 Mbit/s, 127 / 475 µs; urgent 689, 171 / 508; reno
+    // Measured: rtcp high-volume 157 Mbit/s, 237 / 950 µs; urgent 652, 300 / 1016; reno
     // high-volume 764, 1039 / 1638; urgent 19, 982 / 1638.
-    // The urgent class takes the bandwidth: 5.8× the high-volume class's per-flow goodput.
+    // The urgent class takes the bandwidth: 4.2× the high-volume class's per-flow goodput.
     assert!(urgent.goodput > 3.0 * hv.goodput, "{urgent:?} {hv:?}");
     // The paper's urgent flows get 4–7× NewReno's; here the late-starting Reno flows hardly get
     // in at all (35×). 3× is the paper's direction with a margin.
@@ -262,14 +311,33 @@ fn urgent_flows_preempt_high_volume_ones() {
         urgent.goodput > 3.0 * reno_urgent.goodput,
         "{urgent:?} {reno_urgent:?}"
     );
-    // Both classes see a fraction of Reno's delay (paper: about a quarter of NewReno's p99).
+    // Both classes see a fraction of Reno's delay: a third of its mean (23 % high-volume, 31 %
+    // urgent). The paper's p99 at about a quarter of NewReno's holds only with D from the RTT
+    // (29 % and 31 %, below); with D from the one-way delay the p99 is 58 % and 62 % of Reno's.
+    // Every host sends and receives here, so the RTT also counts the queue of a flow's ACKs
+    // behind the receiving host's data, which made RTCP back off earlier; the one-way delay
+    // leaves the forward queue to settle where the counter tolerates it, ω/(α·δ) ≈ 170 µs for
+    // a high-volume flow and ≈ 230 µs for an urgent one at their rates.
     for (f, base) in [(&urgent, &reno_urgent), (&hv, &reno_hv)] {
+        assert!(f.mean_us < 0.35 * base.mean_us, "{f:?} {base:?}");
+        assert!(f.p99_us < 0.7 * base.p99_us, "{f:?} {base:?}");
+    }
+    let r = run_checked(&preemption(
+        "rtcp:one-way-delay=false",
+        "rtcp:weight=24000,one-way-delay=false",
+    ));
+    let (rtt_hv, rtt_urgent) = (figures(&r, "high-volume"), figures(&r, "urgent"));
+    show("rtcp high-volume, D from the RTT", &rtt_hv);
+    show("rtcp urgent, D from the RTT", &rtt_urgent);
+    // Measured: high-volume 119 Mbit/s, 127 / 475 µs; urgent 689, 171 / 508.
+    assert!(rtt_urgent.goodput > 3.0 * rtt_hv.goodput);
+    for (f, base) in [(&rtt_urgent, &reno_urgent), (&rtt_hv, &reno_hv)] {
         assert!(f.mean_us < 0.3 * base.mean_us, "{f:?} {base:?}");
         assert!(f.p99_us < 0.4 * base.p99_us, "{f:?} {base:?}");
     }
-    // Not asserted: the paper's urgent flows also see less delay than its high-volume ones.
-    // Here they see more (171 against 127 µs): both classes share every FIFO on their path, and
-    // the urgent flow's larger window waits in its own host's NIC queue.
+    // Not asserted: the paper's urgent flows see less delay than DCTCP's (31.5 % of its mean).
+    // Here they see more (300 µs, 171 with D from the RTT, against 164): both classes share
+    // every FIFO on their path, and the urgent flow's larger weight tolerates a longer queue.
 }
 
 #[test]
@@ -315,6 +383,31 @@ fn paper_tables() {
         if fab == 2 {
             show("OS rtcp (alpha 500)", &random_figures("rtcp", 2));
         }
+    }
+    println!("RTCP variants, random sending and over-subscription (alpha 1000):");
+    for v in ["one-way-delay=false", "epoch=1", "epoch=2", "epoch=4"] {
+        show(
+            &format!("RS rtcp:{v}"),
+            &random_figures(&format!("rtcp:{v}"), 4),
+        );
+        show(
+            &format!("OS rtcp:alpha=1000,{v}"),
+            &random_figures(&format!("rtcp:alpha=1000,{v}"), 2),
+        );
+    }
+    println!("A flow whose receiver also sends (h0 -> h13, h13 -> h30):");
+    for (alg, reverse) in [
+        ("rtcp", false),
+        ("rtcp", true),
+        ("rtcp:one-way-delay=false", true),
+        ("dctcp", false),
+        ("dctcp", true),
+    ] {
+        let r = run_checked(&lone_flow(alg, reverse));
+        show(
+            &format!("{alg}{}", if reverse { ", receiver sends" } else { "" }),
+            &figures(&r, "probe"),
+        );
     }
     println!("Table II, over-subscription:");
     for (a, d) in [

@@ -11,7 +11,7 @@
 
 use crate::program::{Machine, Program, Registers, since_us};
 use crate::wire::{self, FromAgent, Header, UpdateField, implicit, reg};
-use crate::{Clock, DatapathOps, EngineConfig, Error, FlowInfo, Primitives};
+use crate::{Clock, DatapathOps, EngineConfig, Error, ExtPrimitives, FlowInfo, Primitives};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tracing::{debug, warn};
@@ -312,6 +312,19 @@ impl<C: Clock> Engine<C> {
         sid: u32,
         prims: &Primitives,
     ) -> Result<(), Error> {
+        self.invoke_ext(ops, sid, prims, &ExtPrimitives::default())
+    }
+
+    /// [`Engine::invoke`] with this engine's extended measurements as well
+    /// (see [`ExtPrimitives`]); with `ExtPrimitives::default()` it is
+    /// [`Engine::invoke`].
+    pub fn invoke_ext(
+        &mut self,
+        ops: &mut (impl DatapathOps + ?Sized),
+        sid: u32,
+        prims: &Primitives,
+        ext: &ExtPrimitives,
+    ) -> Result<(), Error> {
         if self.refused {
             return Err(self.version_mismatch());
         }
@@ -324,7 +337,7 @@ impl<C: Clock> Engine<C> {
             return Err(Error::UnknownConnection);
         };
         let result = if conn.sent_create {
-            self.run_conn(ops, sid, &mut conn, prims, now)
+            self.run_conn(ops, sid, &mut conn, prims, ext, now)
         } else {
             self.send_create(ops, sid, &mut conn, now);
             Ok(())
@@ -341,6 +354,7 @@ impl<C: Clock> Engine<C> {
         sid: u32,
         conn: &mut Conn,
         prims: &Primitives,
+        ext: &ExtPrimitives,
         now: u64,
     ) -> Result<(), Error> {
         conn.regs.implicit[implicit::CWND as usize] = u64::from(prims.snd_cwnd);
@@ -387,6 +401,7 @@ impl<C: Clock> Engine<C> {
             regs: &mut conn.regs,
             implicit_time_zero: &mut conn.implicit_time_zero,
             prims,
+            ext,
             now_ns: now,
             time_zero: self.time_zero,
         })?;

@@ -83,6 +83,15 @@
 //!    [`Engine::in_fallback`] is true. A later VERSION message is still
 //!    processed, so an agent with the right version (or [`Engine::init`])
 //!    lifts the refusal.
+//! 9. **Extended primitives** (the project's own extension): a datapath may
+//!    hand [`Engine::invoke_ext`] measurements libccp has no primitive for
+//!    ([`ExtPrimitives`]: the relative one-way delay `Flow.owd_us`). portus
+//!    0.9 compiles only libccp's 15 primitive names, so a program reads one
+//!    through a control register declared with a reserved default
+//!    ([`wire::prim::OWD_US_BINDING`]), which the engine binds to the
+//!    measurement at install. Nothing changes on the wire; a program without
+//!    such a register runs exactly as under libccp, and under libccp the
+//!    register keeps its default, which the program can recognise.
 //!
 //! Quirks kept on purpose because they are observable on the wire: the
 //! wrapping and overflow checks of libccp's arithmetic (MUL only notices a
@@ -173,6 +182,20 @@ pub struct Primitives {
     pub snd_rate: u64,
     /// Bytes waiting to be sent (absolute, not per ACK).
     pub bytes_pending: u32,
+}
+
+/// Measurements beyond libccp's [`Primitives`] that this engine's programs can
+/// read (handed to [`Engine::invoke_ext`]; [`Engine::invoke`] passes none).
+/// They stay on the datapath: the wire format is libccp's, and a program
+/// reaches them through the bindings of [`wire::prim::OWD_US_BINDING`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExtPrimitives {
+    /// `Flow.owd_us`: one-way delay of the data packet this ACK echoes (the
+    /// receiver's receive time stamp minus the sender's send time stamp)
+    /// minus the smallest such delay of the flow, µs; the subtraction removes
+    /// any constant offset between the two hosts' clocks, leaving the
+    /// forward path's queueing. `None`: not measured (reads `0xFFFF_FFFF`).
+    pub owd_us: Option<u64>,
 }
 
 /// Flow description sent to the agent in the CREATE message.

@@ -8,7 +8,7 @@
 //! and the expression loop with fallthrough.
 
 use crate::wire::{self, Expression, Instruction, implicit, op, prim, reg};
-use crate::{Error, Primitives};
+use crate::{Error, ExtPrimitives, Primitives};
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -173,13 +173,29 @@ impl Program {
         expressions: &[Expression],
         instructions: &[Instruction],
     ) -> Program {
+        // Control registers the DEF preamble binds to an extended primitive
+        // (see `wire::prim::OWD_US_BINDING`): their reads become primitive
+        // reads.
+        let bound: Vec<u8> = instructions
+            .iter()
+            .take_while(|i| i.opcode == op::DEF)
+            .filter(|d| {
+                matches!(d.left.typ, reg::VOLATILE_CONTROL | reg::NONVOLATILE_CONTROL)
+                    && def_value(d.right) == u64::from(prim::OWD_US_BINDING)
+            })
+            .map(|d| idx8(d.left.index))
+            .collect();
+        let read = |r: wire::Register| match src(r) {
+            Src::Control(i) if bound.contains(&i) => Src::Prim(prim::OWD_US as u8),
+            s => s,
+        };
         let instrs = instructions
             .iter()
             .map(|i| Instr {
                 op: opcode(i.opcode),
                 ret: dst(i.result),
-                left: src(i.left),
-                right: src(i.right),
+                left: read(i.left),
+                right: read(i.right),
             })
             .collect();
         let range = |start: u32, n: u32| start as usize..(start as usize + n as usize);
@@ -321,6 +337,7 @@ pub(crate) struct Machine<'a> {
     pub(crate) regs: &'a mut Registers,
     pub(crate) implicit_time_zero: &'a mut u64,
     pub(crate) prims: &'a Primitives,
+    pub(crate) ext: &'a ExtPrimitives,
     pub(crate) now_ns: u64,
     /// The datapath's time zero (for `Ack.now`).
     pub(crate) time_zero: u64,
@@ -404,6 +421,7 @@ impl Machine<'_> {
                 }
             }
             prim::WAS_TIMEOUT => u64::from(p.was_timeout),
+            prim::OWD_US => self.ext.owd_us.unwrap_or(U32_ALL_ONES),
             _ => 0,
         }
     }

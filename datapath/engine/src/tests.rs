@@ -2,7 +2,7 @@
 //! public API with hand-assembled programs and a virtual clock.
 
 use crate::wire::{self, Expression, Instruction, Register, UpdateField, implicit, op, prim, reg};
-use crate::{Clock, DatapathOps, Engine, EngineConfig, Error, FlowInfo, Primitives};
+use crate::{Clock, DatapathOps, Engine, EngineConfig, Error, ExtPrimitives, FlowInfo, Primitives};
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -502,6 +502,91 @@ fn infinity_default_and_zero_rtt() {
         f.reports(),
         vec![vec![0xffff_ffff, 0xffff_ffff], vec![0xffff_ffff, 12_345]]
     );
+}
+
+#[test]
+fn a_control_register_bound_to_owd_reads_the_one_way_delay() {
+    let mut f = Fixture::new();
+    // Report 0 := control 0 (bound: its default is the binding value), report 1 := control 1
+    // (an ordinary control), report 2 := report 2 + control 0.
+    let prog = program(
+        9,
+        &[
+            def(vreport(0), 0),
+            def(vreport(1), 0),
+            def(vreport(2), 0),
+            def(control(0), prim::OWD_US_BINDING),
+            def(control(1), 7),
+        ],
+        &[(
+            when_true(),
+            vec![
+                bind(vreport(0), control(0)),
+                bind(vreport(1), control(1)),
+                ins(op::ADD, vreport(2), vreport(2), control(0)),
+                report(),
+            ],
+        )],
+    );
+    let sid = f.flow_with(9, &prog, &[]);
+    let p = Primitives::default();
+    f.engine
+        .invoke_ext(&mut f.rec, sid, &p, &ExtPrimitives { owd_us: Some(42) })
+        .unwrap();
+    f.engine
+        .invoke_ext(&mut f.rec, sid, &p, &ExtPrimitives { owd_us: Some(0) })
+        .unwrap();
+    // Not measured: reads 2^32 - 1, like a missing RTT sample.
+    f.invoke(sid, &p).unwrap();
+    assert_eq!(
+        f.reports(),
+        vec![
+            vec![42, 7, 42],
+            vec![0, 7, 0],
+            vec![0xffff_ffff, 7, 0xffff_ffff]
+        ]
+    );
+    // An update of the bound register does not hide the measurement.
+    f.engine
+        .read_msg(
+            &mut f.rec,
+            &wire::serialize_update_fields(
+                sid,
+                &[UpdateField {
+                    reg_type: reg::NONVOLATILE_CONTROL,
+                    reg_index: 0,
+                    value: 5,
+                }],
+            ),
+        )
+        .unwrap();
+    f.engine
+        .invoke_ext(&mut f.rec, sid, &p, &ExtPrimitives { owd_us: Some(9) })
+        .unwrap();
+    assert_eq!(f.reports(), vec![vec![9, 7, 9]]);
+}
+
+#[test]
+fn without_the_binding_value_a_control_register_ignores_the_one_way_delay() {
+    let mut f = Fixture::new();
+    let prog = program(
+        10,
+        &[
+            def(vreport(0), 0),
+            def(control(0), prim::OWD_US_BINDING - 1),
+        ],
+        &[(when_true(), vec![bind(vreport(0), control(0)), report()])],
+    );
+    let sid = f.flow_with(10, &prog, &[]);
+    f.engine
+        .invoke_ext(
+            &mut f.rec,
+            sid,
+            &Primitives::default(),
+            &ExtPrimitives { owd_us: Some(42) },
+        )
+        .unwrap();
+    assert_eq!(f.reports(), vec![vec![u64::from(prim::OWD_US_BINDING - 1)]]);
 }
 
 #[test]

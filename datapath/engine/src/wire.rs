@@ -196,6 +196,22 @@ pub mod prim {
     pub const RTT_SAMPLE_US: u32 = 13;
     /// `Flow.was_timeout`
     pub const WAS_TIMEOUT: u32 = 14;
+    /// `Flow.owd_us`, this engine's extended primitive (never on the wire, see
+    /// [`OWD_US_BINDING`]): the relative one-way delay of the data packet the
+    /// ACK echoes, µs, i.e. its one-way delay minus the smallest the flow has
+    /// seen ([`crate::ExtPrimitives::owd_us`]; none reads as `0xFFFF_FFFF`).
+    pub const OWD_US: u32 = 15;
+    /// portus 0.9's compiler knows only the 15 primitive names above and
+    /// compiles any other name as a local register that arithmetic refuses,
+    /// so a program reaches `Flow.owd_us` through a control register it
+    /// declares with this default, e.g. `(def (Report ...) (owd_us
+    /// 2000000001))`: at install the engine binds every read of such a
+    /// register to [`OWD_US`]. The install message is an ordinary libccp one;
+    /// libccp, or an engine whose datapath does not measure one-way delays,
+    /// leaves the register holding this value (≥ 2·10⁹ µs, which no delay
+    /// reaches), so a program can tell "not measured" by `(< owd_us
+    /// 2000000000)` and a program without such a register runs unchanged.
+    pub const OWD_US_BINDING: u32 = 2_000_000_001;
 }
 
 /// Which operand of an instruction a register error is about.

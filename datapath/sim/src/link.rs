@@ -591,6 +591,7 @@ mod tests {
                 n_ranges: 1,
                 ce_packets: 0,
                 ce_bytes: 0,
+                timestamps: None,
             }),
             ..pkt(52)
         }

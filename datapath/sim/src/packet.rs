@@ -4,7 +4,8 @@
 //! Data packets carry a packet number (never reused: a retransmission gets a new one, as in
 //! QUIC) and the index of the segment of the flow's byte stream they carry. ACKs carry the
 //! highest ranges of packet numbers received (SACK-like) and the receiver's cumulative ECN-CE
-//! counters, so a lost ACK loses no information the next one does not repeat.
+//! counters, so a lost ACK loses no information the next one does not repeat, and the send and
+//! receive time stamps of the data packet that triggered them (for one-way delays).
 
 /// Most packet-number ranges an ACK carries.
 pub const MAX_ACK_RANGES: usize = 4;
@@ -46,6 +47,12 @@ pub struct AckHdr {
     pub ce_packets: u64,
     /// Payload bytes of CE-marked data packets received so far.
     pub ce_bytes: u64,
+    /// Time stamps of the data packet that made the receiver send this ACK (its latest
+    /// arrival): the sender's send time stamp echoed (`DataHdr::sent_ns`) and the receiver's
+    /// receive time stamp, ns, each on its own host's clock (all hosts share the simulator's
+    /// virtual clock). None before any data arrived. The sender takes the forward one-way delay
+    /// from them.
+    pub timestamps: Option<(u64, u64)>,
 }
 
 impl AckHdr {

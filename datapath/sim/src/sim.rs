@@ -875,6 +875,11 @@ impl World {
         if let Some(tx) = flow.tx.as_mut() {
             tx.last_invoke = self.now;
         }
+        let ext = flow
+            .tx
+            .as_ref()
+            .map(Sender::ext_primitives)
+            .unwrap_or_default();
         let mut ops = Ops {
             at: self.now + self.ipc_delay,
             to_agent: &mut self.to_agent,
@@ -883,7 +888,7 @@ impl World {
             sent: &mut self.counters.messages_to_agent,
         };
         self.counters.invokes += 1;
-        match self.engine.invoke(&mut ops, sid, prims) {
+        match self.engine.invoke_ext(&mut ops, sid, prims, &ext) {
             Ok(()) | Err(ccp_engine::Error::ProgIsNull) => {}
             Err(_) => self.counters.invoke_errors += 1,
         }

@@ -19,7 +19,7 @@
 
 use crate::packet::{AckHdr, DataHdr, MAX_ACK_RANGES};
 use crate::time::{NS_PER_US, bytes_in, rate_of, tx_time_ns};
-use ccp_engine::Primitives;
+use ccp_engine::{ExtPrimitives, Primitives};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Settings of a sender.
@@ -139,6 +139,11 @@ pub struct Sender {
     // ECN echo.
     ce_packets_seen: u64,
     ce_bytes_seen: u64,
+    // One-way delay, ns: the smallest seen, and the last sample above it (none after an
+    // invocation without an RTT sample).
+    min_owd: u64,
+    owd_sample: Option<u64>,
+    last_owd: u64,
     /// Last engine invocation.
     pub last_invoke: u64,
     /// This flow's bytes in its host's NIC queue.
@@ -196,6 +201,9 @@ impl Sender {
             rate_out: 0,
             ce_packets_seen: 0,
             ce_bytes_seen: 0,
+            min_owd: u64::MAX,
+            owd_sample: None,
+            last_owd: 0,
             last_invoke: start,
             nic_bytes: 0,
             tsq_blocked: false,
@@ -528,8 +536,19 @@ impl Sender {
         }
     }
 
+    /// The extended primitives of the last [`Sender::on_ack`] or [`Sender::on_timer`], for
+    /// `Engine::invoke_ext`: `Flow.owd_us`, the one-way delay of the data packet the ACK echoes
+    /// (receive time stamp minus send time stamp) minus the smallest the flow has seen, µs,
+    /// given with every RTT sample and only then.
+    pub fn ext_primitives(&self) -> ExtPrimitives {
+        ExtPrimitives {
+            owd_us: self.owd_sample.map(|d| d / NS_PER_US),
+        }
+    }
+
     /// Process an ACK; returns the primitives for `Engine::invoke`.
     pub fn on_ack(&mut self, now: u64, ack: &AckHdr) -> Primitives {
+        self.owd_sample = None;
         if self.stopped || ack.n_ranges == 0 || self.next_pn == 0 {
             return self.primitives(now);
         }
@@ -604,6 +623,18 @@ impl Sender {
                 self.rttvar = r / 2;
                 self.has_rtt = true;
             }
+            // Relative one-way delay, with every RTT sample (a program sums both over the same
+            // ACKs); an ACK without time stamps repeats the previous sample.
+            if let Some((sent, recv)) = ack.timestamps {
+                let owd = recv.saturating_sub(sent);
+                self.min_owd = self.min_owd.min(owd);
+                self.owd_sample = Some(owd - self.min_owd);
+            } else if self.min_owd < u64::MAX {
+                self.owd_sample = Some(self.last_owd);
+            }
+            if let Some(d) = self.owd_sample {
+                self.last_owd = d;
+            }
         }
         // Delivery-rate sample from the most recently sent packet acknowledged.
         if let Some(p) = newest {
@@ -650,6 +681,7 @@ impl Sender {
     /// Run the timer at `now`; returns primitives when the engine should be invoked (timeout,
     /// time-threshold loss, or a tick without ACKs).
     pub fn on_timer(&mut self, now: u64) -> Option<Primitives> {
+        self.owd_sample = None;
         if self.stopped {
             return None;
         }
@@ -734,6 +766,8 @@ pub struct Receiver {
     last_ce: bool,
     unacked: u32,
     ack_at: u64,
+    /// Send and receive time stamps of the latest data packet, ns.
+    timestamps: Option<(u64, u64)>,
     /// When the last byte arrived (sized flows).
     pub complete_at: Option<u64>,
 }
@@ -755,6 +789,7 @@ impl Receiver {
             last_ce: false,
             unacked: 0,
             ack_at: u64::MAX,
+            timestamps: None,
             complete_at: None,
         }
     }
@@ -804,6 +839,7 @@ impl Receiver {
             n_ranges: n as u8,
             ce_packets: self.ce_packets,
             ce_bytes: self.ce_bytes,
+            timestamps: self.timestamps,
         }
     }
 
@@ -811,6 +847,7 @@ impl Receiver {
     pub fn on_data(&mut self, now: u64, hdr: &DataHdr, ce: bool) -> RxOutcome {
         let was_top = self.ranges.first().map(|r| r.1);
         self.record_pn(hdr.pn);
+        self.timestamps = Some((hdr.sent_ns, now));
         let reordered = was_top.is_some_and(|t| hdr.pn != t + 1);
         let mut dup = false;
         if hdr.seg == self.cum_seg {
@@ -899,6 +936,36 @@ mod tests {
             reorder_threshold: 3,
             time_threshold: 1.125,
         }
+    }
+
+    #[test]
+    fn one_way_delay_counts_the_forward_path_only() {
+        let mut s = Sender::new(cfg(), None, 0, None);
+        let mut out = vec![];
+        s.try_send(0, &mut out, u64::MAX);
+        let mut r = Receiver::new(1, 1_000_000, None);
+        // Packet 0 arrives after 50 µs; its ACK comes back after another 50 µs.
+        let a0 = r.on_data(50_000, &out[0].hdr, false).ack.unwrap();
+        assert_eq!(a0.timestamps, Some((0, 50_000)));
+        let p = s.on_ack(100_000, &a0);
+        assert_eq!(p.rtt_sample_us, 100);
+        assert_eq!(s.ext_primitives().owd_us, Some(0));
+        // Packet 1 waits 30 µs more on the way there: OWD 30 µs above the smallest.
+        let a1 = r.on_data(80_000, &out[1].hdr, false).ack.unwrap();
+        let p = s.on_ack(130_000, &a1);
+        assert_eq!(p.rtt_sample_us, 130);
+        assert_eq!(s.ext_primitives().owd_us, Some(30));
+        // Packet 2's ACK waits 200 µs on the way back: the RTT grows, the OWD does not.
+        let a2 = r.on_data(50_000, &out[2].hdr, false).ack.unwrap();
+        let p = s.on_ack(300_000, &a2);
+        assert_eq!(p.rtt_sample_us, 300);
+        assert_eq!(s.ext_primitives().owd_us, Some(0));
+        // No RTT sample (a repeated ACK), no OWD sample either; nor on a timer.
+        let p = s.on_ack(310_000, &a2);
+        assert_eq!(p.rtt_sample_us, 0);
+        assert_eq!(s.ext_primitives().owd_us, None);
+        s.on_timer(400_000);
+        assert_eq!(s.ext_primitives().owd_us, None);
     }
 
     #[test]
