@@ -61,6 +61,7 @@ static ALL: &[AlgorithmSpec] = &[
     crate::timely::SPEC,
     crate::vivace::SPEC,
     crate::vivace_distributed::SPEC,
+    crate::vivace_distributed::MEMBER_SPEC,
     crate::bbr::SPEC,
     crate::copa::SPEC,
     crate::rtcp::SPEC,
@@ -73,7 +74,10 @@ static ALL: &[AlgorithmSpec] = &[
 type TextCheck = fn(&str, &str) -> Result<(), String>;
 
 /// Checks of text parameters ([`crate::params::Unit::Text`]), per algorithm.
-static TEXT_CHECKS: &[(&str, TextCheck)] = &[("polycc", crate::polycc::check_text)];
+static TEXT_CHECKS: &[(&str, TextCheck)] = &[
+    ("polycc", crate::polycc::check_text),
+    ("jcce-member", crate::vivace_distributed::check_member_text),
+];
 
 /// Check the text `value` of `alg`'s text parameter `key` (a name, list or expression) when it is
 /// set, so rule files, agent flags and recipes refuse a bad value at load.

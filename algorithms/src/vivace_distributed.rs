@@ -12,30 +12,36 @@
 //!   `c = 11.35`, `d = 1000`, `x` and `T_avg` in Mbit/s; the RTT gradient's noise filter
 //!   `flt_latency = 0.01` (Algorithm 1). `x^t − b·x·dRTT/dT − c·x·L` is
 //!   [`crate::vivace::VivaceUtility`] with `b = 1900`.
-//! - **`T_avg`** (§5.1, eq. 16): the mean delivered throughput of the group's `n` live members in
-//!   their latest MI. Every completed MI the flow publishes its delivered throughput (its rate times
-//!   the fraction of its packets delivered, [`delivered_throughput`]) to JCCE through its [`Aggregator`];
-//!   JCCE answers with the group's mean and `n`, never another member's value. When an MI is
-//!   scored, the latest answer is one JCCE round trip old and contains this flow's own value of
-//!   an earlier MI; the utility replaces that own value by the scored MI's throughput:
-//!   `T_avg = (n·mean − own_earlier + own_now)/n`. The others' part is the freshest JCCE has;
-//!   the flow's own part is exact, so a lone flow (`n = 1`) scores `T_avg` = its own
-//!   throughput, as eq. 2 says for one sender. The others' sum is what a member can already
-//!   infer from a reply and its own value, so nothing leaks beyond what JCCE reveals. An MI's
-//!   `T_avg` is fixed when it is first scored (the loss filter may re-score it).
-//! - **The scored MI's own throughput** ([`scored_throughput`]) is `min(x·(1 − L), cap)`: the
-//!   MI's rate times its own delivered fraction, capped by the largest delivered throughput
-//!   measured over the last `cap_window` (10) MIs. With `d = 1000` one Mbit/s of throughput is
-//!   worth 1000 utility units, a hundred times the loss penalty per Mbit/s of excess rate, and
-//!   above the capacity (the 75 KB buffer full, the RTT gradient 0) that penalty is all that
-//!   stops the rate: the raw delivered bytes per MI duration vary by ±2 % between MIs at the same
-//!   rate (reports straddle MI boundaries), and scored raw they turned the comparisons above the
-//!   capacity into coin flips — the flow ran to 2–10 times the capacity and its goodput
-//!   collapsed in retransmissions. Below the capacity `x·(1 − L)` is what the MI delivered
-//!   (binomial noise only); above it both probes score the cap, the `d·T_avg` terms cancel and
-//!   the loss penalty decides. The loss filter's pooled fraction is not used here: pooling two
-//!   probes' loss above the capacity credits the faster one with more delivered bytes.
-//!   Project choice; docs/results/vivace-distributed.md has the figures.
+//! - **`T_avg`** (§5.1, eq. 16): the mean delivered throughput of the group's `n` live members.
+//!   At every report the flow publishes its delivered throughput over the last smoothed RTT
+//!   ([`SlidingDelivered`]) to JCCE through its [`Aggregator`]; JCCE answers with the group's
+//!   mean and `n`, never another member's value. When an MI is scored (one RTT after it ended,
+//!   as its last acknowledgements arrive) the latest answer covers about the same
+//!   acknowledgement window; the utility replaces this flow's own value in it by the scored MI's
+//!   throughput: `T_avg = (others + own_now)/n`, `others = n·mean − own_published`. The
+//!   others' sum is what a member can already infer from a reply and its own value, so nothing
+//!   leaks beyond what JCCE reveals. An MI's `T_avg` is fixed when it is first scored (the loss
+//!   filter may re-score it). The probes of one round (and their double-check re-runs) share
+//!   the others' part their first probe read: other flows' throughput varies by tens of Mbit/s
+//!   from one RTT to the next, which would otherwise decide the comparison through `d/n`.
+//! - **Who is in the group**: every flow through the bottleneck whose throughput reaches JCCE —
+//!   vivace-distributed flows, and flows of any other algorithm run as `jcce-member:alg=cubic`
+//!   ([`MEMBER_SPEC`]; on a real host any receiver can publish with the `jcce` client), as the
+//!   paper's receivers publish (§3) and `n` counts the clouds sharing the capacity (§5.1).
+//! - **Eq. 2, the group's total** ([`group_throughput`]): `n·T_avg = min(others + x·(1 − L),
+//!   cap)`, `x·(1 − L)` the MI's rate times its own delivered fraction and `cap` the largest
+//!   group total measured over the last `cap_window` (10) MIs (the bottleneck's capacity as
+//!   the group sees it). A lone flow's total is its own throughput, so for `n = 1` this is
+//!   `min(x·(1 − L), max own throughput)`: with `d = 1000` one Mbit/s is worth 1000 utility units,
+//!   a hundred times the loss penalty per Mbit/s of excess rate, and above the capacity (the 75 KB
+//!   buffer full, the RTT gradient 0) that penalty is all that stops the rate; measured delivered
+//!   bytes per MI vary by ±2 % at the same rate and turned those comparisons into coin flips (the
+//!   flow ran to 2–10 times the capacity), so the own part is the exact `x·(1 − L)` and above the
+//!   capacity both probes score the cap. In a group (`n > 1`) a total within `band` (ε, the probe
+//!   step) of the cap counts as the cap (`min(total/(1 − ε), cap)`): a probe below a full
+//!   bottleneck scores the full one, so taking another member's share earns nothing and the loss
+//!   and RTT penalties decide, while capacity another flow left earns `d/n` per Mbit/s. Project
+//!   choices; docs/results/vivace-distributed.md has the figures.
 //! - **Hold until the first aggregate** (Algorithm 1, lines 8–10): the flow sends at its initial
 //!   rate and publishes its delivered throughput once per smoothed RTT until the first reply
 //!   arrives; then the learner starts (slow start at the initial rate).
@@ -56,7 +62,7 @@
 
 use crate::aggregator::{Aggregator, current_source};
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
-use crate::mi::{DeliveryCounter, MBIT, MiEngine, MiStats, RttBase, Utility};
+use crate::mi::{DeliveryCounter, MBIT, MiEngine, MiStats, Role, RttBase, Utility};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::vivace::{self, VivaceConfig, VivaceUtility};
@@ -213,6 +219,13 @@ pub struct DistributedUtility {
     pub cap_window: usize,
     mode: Option<Mode>,
     next_mi: u64,
+    /// The current probing round: (last probe's MI id, its others' part, probes scored).
+    round: Option<(u64, Others, usize)>,
+    /// Probe pairs per round (the engine's `probe-pairs`).
+    pub probe_pairs: u32,
+    /// Saturation band: a group total within this fraction of the cap counts as the cap
+    /// (the probe step ε, so a probe below a full bottleneck scores the full one).
+    pub band: f64,
 }
 
 /// The others' part of `T_avg`: (sum of the other members' values in bytes/s, n), `None` when
@@ -236,6 +249,9 @@ impl DistributedUtility {
             next_mi: 1,
             measured: VecDeque::new(),
             cap_window: 10,
+            round: None,
+            probe_pairs: 1,
+            band: 0.0,
         }
     }
 
@@ -314,13 +330,50 @@ impl DistributedUtility {
         Some(((mean * f64::from(n) - own).max(0.0), n))
     }
 
+    /// The others' part `mi` is scored with: the probes of one round (and their double-check
+    /// re-runs) share the part the round's first probe read, so the others' own variation
+    /// between two MIs (tens of Mbit/s for CUBIC flows over one RTT) does not decide the
+    /// comparison; every other MI reads the fresh reply.
+    fn round_others(&mut self, mi: &MiStats, fresh: Others) -> Others {
+        let pairs = self.probe_pairs.max(1) as usize;
+        match mi.role {
+            Role::Probe { .. } => match self.round {
+                Some((last, o, count))
+                    if mi.id == last + 1 && count < 2 * pairs && o.is_some() == fresh.is_some() =>
+                {
+                    self.round = Some((mi.id, o, count + 1));
+                    o
+                }
+                _ => {
+                    self.round = Some((mi.id, fresh, 1));
+                    fresh
+                }
+            },
+            Role::Check { .. } => match self.round {
+                Some((_, o, _)) if o.is_some() == fresh.is_some() => {
+                    self.round = Some((mi.id, o, usize::MAX));
+                    o
+                }
+                _ => fresh,
+            },
+            _ => {
+                self.round = None;
+                fresh
+            }
+        }
+    }
+
     /// `T_avg` (Mbit/s) for `mi`: fixed at its first scoring.
     fn t_avg(&mut self, mi: &MiStats) -> Option<f64> {
         let (others, cap) = match self.scored.iter().find(|s| s.0 == mi.id) {
             Some(&(_, o, cap)) => (o, cap),
             None => {
-                let o = self.others();
-                self.measured.push_back(mi.throughput());
+                let fresh = self.others();
+                // The group's total delivered throughput as this MI saw it: the others' part
+                // of the reply plus the MI's own measured throughput.
+                let others_sum = fresh.map_or(0.0, |(sum, _)| sum);
+                self.measured.push_back(others_sum + mi.throughput());
+                let o = self.round_others(mi, fresh);
                 if self.measured.len() > self.cap_window {
                     self.measured.pop_front();
                 }
@@ -332,18 +385,11 @@ impl DistributedUtility {
                 (o, cap)
             }
         };
-        others.map(|(sum, n)| (sum + scored_throughput(mi, cap)) / f64::from(n) / MBIT)
-    }
-}
-
-/// The MI's delivered throughput as published, bytes/s: its rate times the fraction of its
-/// packets delivered (delivered bytes over the time its packets took to send).
-pub fn delivered_throughput(mi: &MiStats) -> f64 {
-    let p = mi.packets();
-    if p > 0.0 {
-        mi.rate * mi.delivered_packets() / p
-    } else {
-        0.0
+        let band = self.band;
+        others.map(|(sum, n)| {
+            let band = if n > 1 { band } else { 0.0 };
+            group_throughput(sum, mi, cap, band) / f64::from(n) / MBIT
+        })
     }
 }
 
@@ -355,6 +401,79 @@ pub fn delivered_throughput(mi: &MiStats) -> f64 {
 /// throughput cancels between the probes).
 pub fn scored_throughput(mi: &MiStats, cap: f64) -> f64 {
     (mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0)).min(cap)
+}
+
+/// The group's total delivered throughput an MI is scored with, bytes/s (eq. 2:
+/// `n·T_avg = S` below the capacity, `C` at or above it): the others' part `others_sum` plus
+/// the MI's own `x·(1 − L_own)`, capped by `cap`, the largest total the group delivered over
+/// the last few MIs (the bottleneck's capacity as the group measures it). A lone flow's total
+/// is its own throughput, so this is [`scored_throughput`] for `n = 1`. With every flow through
+/// the bottleneck in the group (§5.1, §7.6: the CUBIC flows' receivers publish too), a full
+/// bottleneck scores the same `C/n` at any own rate: taking throughput from another flow earns
+/// nothing, and the loss and RTT penalties decide; filling capacity another flow left earns `d/n`
+/// per Mbit/s.
+pub fn group_throughput(others_sum: f64, mi: &MiStats, cap: f64, band: f64) -> f64 {
+    let total = others_sum + mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0);
+    (total / (1.0 - band.clamp(0.0, 0.5))).min(cap)
+}
+
+/// A flow's delivered throughput over the last smoothed RTT, by acknowledgement time, updated
+/// at every report: what the flow publishes to JCCE. Every member publishing the same
+/// sliding-window value at every report makes the aggregate a meter of the bottleneck over
+/// the last RTT, so the others' part a flow reads when it scores an MI covers nearly the MI's
+/// own acknowledgement window (the MI is scored one RTT after it ends, as its last
+/// acknowledgements arrive), and on a full bottleneck the others' loss of what this flow took
+/// shows in the same score. Project choice (the paper's receivers publish "the throughput in
+/// this interval", §3).
+#[derive(Default)]
+pub struct SlidingDelivered {
+    delivery: DeliveryCounter,
+    /// (report time µs, the report's interval µs, bytes delivered by the report).
+    reports: VecDeque<(u64, u64, f64)>,
+    srtt_us: Option<f64>,
+    first_us: Option<u64>,
+}
+
+impl SlidingDelivered {
+    /// Take a report; the delivered throughput over the last smoothed RTT (bytes/s) once a
+    /// full RTT has been observed. A report's bytes are spread evenly over its interval, so
+    /// algorithms that report once per RTT still give a smooth value.
+    pub fn observe(&mut self, m: &Measurement) -> Option<f64> {
+        let bytes = self.delivery.delivered(m) as f64;
+        let first = *self
+            .first_us
+            .get_or_insert(m.now_us.saturating_sub(m.interval_us));
+        if m.rtt_samples > 0 && m.rtt_mean_us > 0 {
+            let s = m.rtt_mean_us as f64;
+            self.srtt_us = Some(self.srtt_us.map_or(s, |v| v + 0.125 * (s - v)));
+        }
+        self.reports.push_back((m.now_us, m.interval_us, bytes));
+        let srtt = self.srtt_us?;
+        let from = m.now_us as f64 - srtt;
+        while self
+            .reports
+            .front()
+            .is_some_and(|(t, _, _)| (*t as f64) <= from)
+        {
+            self.reports.pop_front();
+        }
+        if (m.now_us.saturating_sub(first) as f64) < srtt {
+            return None;
+        }
+        let sum: f64 = self
+            .reports
+            .iter()
+            .map(|&(t, iv, b)| {
+                let (end, len) = (t as f64, iv as f64);
+                if len <= 0.0 {
+                    b
+                } else {
+                    b * ((end - from.max(end - len)) / len).clamp(0.0, 1.0)
+                }
+            })
+            .sum();
+        Some(sum * 1e6 / srtt)
+    }
 }
 
 impl Utility for DistributedUtility {
@@ -378,16 +497,20 @@ struct Hold {
 pub struct VivaceDistributed {
     engine: MiEngine<DistributedUtility>,
     hold: Option<Hold>,
+    meter: SlidingDelivered,
 }
 
 impl VivaceDistributed {
     /// A controller with `cfg` reaching JCCE through `link` (`None`: plain Vivace), before its
     /// flow starts.
     pub fn new(cfg: DistributedConfig, link: Option<Box<dyn Aggregator>>) -> Self {
-        let utility = DistributedUtility::new(cfg.vivace.utility, cfg.d, link);
+        let mut utility = DistributedUtility::new(cfg.vivace.utility, cfg.d, link);
+        utility.probe_pairs = cfg.vivace.mi.probe_pairs;
+        utility.band = cfg.vivace.mi.epsilon;
         VivaceDistributed {
             engine: MiEngine::new(cfg.vivace.mi, utility),
             hold: None,
+            meter: SlidingDelivered::default(),
         }
     }
 
@@ -433,18 +556,6 @@ impl VivaceDistributed {
             ..h.decision
         }
     }
-
-    fn publish_completed(&mut self) {
-        let tputs: Vec<f64> = self
-            .engine
-            .completed()
-            .iter()
-            .map(|c| delivered_throughput(&c.stats))
-            .collect();
-        for t in tputs {
-            self.engine.utility_mut().publish(t);
-        }
-    }
 }
 
 impl Controller for VivaceDistributed {
@@ -475,9 +586,10 @@ impl Controller for VivaceDistributed {
         if self.hold.is_some() {
             return self.on_hold(m);
         }
-        let d = self.engine.on_measurement(m);
-        self.publish_completed();
-        d
+        if let Some(t) = self.meter.observe(m) {
+            self.engine.utility_mut().publish(t);
+        }
+        self.engine.on_measurement(m)
     }
 
     fn calibrate(&mut self, fused: Fused) {
@@ -492,6 +604,136 @@ impl Controller for VivaceDistributed {
 
     fn rate(&self) -> Option<u64> {
         Some(self.engine.rate().round() as u64)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Other flows of the JointCloud in the group
+// ---------------------------------------------------------------------------------------------
+
+/// Parameters of [`MEMBER_SPEC`].
+pub const MEMBER_PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "alg",
+        unit: Unit::Text,
+        default: 0.0,
+        help: "the algorithm that drives the flow (a registry name, with its defaults); default cubic",
+        source: "Vivace-Distributed §7.6 (CUBIC flows share the bottleneck)",
+    },
+    ParamSpec {
+        key: "group",
+        unit: Unit::Count,
+        default: 1.0,
+        help: "JCCE group id the flow's delivered throughput is published to",
+        source: "Vivace-Distributed §3 and §5.1 (every cloud's receiver publishes its throughput)",
+    },
+];
+
+/// A flow of any algorithm counted in a JCCE group: its delivered throughput goes to JCCE
+/// once per smoothed RTT, as the paper's receivers publish theirs (§3: "the receiver computes
+/// the throughput in this interval and sends it to JCCE"), so the group's `T_avg` covers every
+/// flow through the bottleneck (§5.1: `n` is the number of clouds sharing the capacity), not
+/// only the Vivace-Distributed ones. The flow's decisions are its algorithm's, unchanged.
+pub const MEMBER_SPEC: AlgorithmSpec = AlgorithmSpec {
+    name: "jcce-member",
+    summary: "any algorithm (alg=cubic) whose delivered throughput is published to a JCCE group, as a receiver of the JointCloud does",
+    params: MEMBER_PARAMS,
+    build: build_member,
+};
+
+const DEFAULT_MEMBER_ALG: &str = "cubic";
+
+fn member_alg(name: &str) -> Result<&'static AlgorithmSpec, String> {
+    let spec = crate::registry::lookup(name)?;
+    if spec.name == MEMBER_SPEC.name {
+        return Err("jcce-member cannot wrap itself".into());
+    }
+    Ok(spec)
+}
+
+/// Check of the text parameter `alg` of [`MEMBER_SPEC`].
+pub fn check_member_text(key: &str, value: &str) -> Result<(), String> {
+    match key {
+        "alg" => member_alg(value.trim()).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+fn build_member(params: &ParamSet) -> Box<dyn Controller> {
+    let name = params.text("alg").unwrap_or(DEFAULT_MEMBER_ALG).trim();
+    let spec = member_alg(name).unwrap_or_else(|e| {
+        warn!(error = %e, "jcce-member: running cubic");
+        member_alg(DEFAULT_MEMBER_ALG).expect("cubic is registered")
+    });
+    let inner = (spec.build)(&spec.defaults());
+    let group = params.get("group").max(0.0) as u64;
+    let link = current_source().map(|s| s.member(group));
+    Box::new(JcceMemberFlow::new(inner, link))
+}
+
+/// The controller of [`MEMBER_SPEC`]: the inner algorithm's decisions, and publications.
+pub struct JcceMemberFlow {
+    inner: Box<dyn Controller>,
+    link: Option<Box<dyn Aggregator>>,
+    meter: SlidingDelivered,
+    next_mi: u64,
+}
+
+impl JcceMemberFlow {
+    /// `inner` publishing to `link` (`None`: not published) at every report.
+    pub fn new(inner: Box<dyn Controller>, link: Option<Box<dyn Aggregator>>) -> Self {
+        JcceMemberFlow {
+            inner,
+            link,
+            meter: SlidingDelivered::default(),
+            next_mi: 1,
+        }
+    }
+
+    /// Publications so far.
+    pub fn published(&self) -> u64 {
+        self.next_mi - 1
+    }
+
+    fn observe(&mut self, m: &Measurement) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        if let Some(t) = self.meter.observe(m) {
+            link.publish(self.next_mi, t);
+            self.next_mi += 1;
+        }
+    }
+}
+
+impl Controller for JcceMemberFlow {
+    fn name(&self) -> &'static str {
+        MEMBER_SPEC.name
+    }
+
+    fn mode(&self) -> ControlMode {
+        self.inner.mode()
+    }
+
+    fn on_start(&mut self, start: &FlowStart) -> Decision {
+        self.inner.on_start(start)
+    }
+
+    fn on_measurement(&mut self, m: &Measurement) -> Decision {
+        self.observe(m);
+        self.inner.on_measurement(m)
+    }
+
+    fn calibrate(&mut self, fused: Fused) {
+        self.inner.calibrate(fused);
+    }
+
+    fn cwnd(&self) -> u32 {
+        self.inner.cwnd()
+    }
+
+    fn rate(&self) -> Option<u64> {
+        self.inner.rate()
     }
 }
 
@@ -674,6 +916,104 @@ mod tests {
         // delivers no more than the - probe and its RTT gradient costs b*x*0.05: it loses.
         let over = u.value(up, 0.05, 0.0, Some(100.0)) - u.value(down, 0.0, 0.0, Some(95.0));
         assert!(over < 0.0, "{over}");
+    }
+
+    #[test]
+    fn a_full_bottleneck_scores_the_same_t_avg_at_any_own_rate_in_a_group() {
+        // eq. 2 with the other flows of the bottleneck in the group: one other member
+        // delivering 60 Mbit/s, this flow probing 40 Mbit/s +-5 % on a 100 Mbit/s link.
+        let link = FakeLink::new(true, true);
+        link.set(|f| {
+            f.others = 1;
+            f.others_value = 60.0 * MBIT;
+        });
+        let mut u = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(link.clone())),
+        );
+        u.band = 0.05;
+        u.publish(40.0 * MBIT);
+        // MIs on the link: `rate` sent, `got` Mbit/s measured delivered.
+        let mi = |id: u64, rate: f64, got: f64, up: bool| {
+            let mut s = stats(id, rate, 0.0, 0.0, 0.0);
+            s.delivered_bytes = got * MBIT * 0.03;
+            s.role = Role::Probe { pair: 0, up };
+            s
+        };
+        // An MI that measured the full link sets the cap (60 + 40 = 100 Mbit/s in total).
+        u.utility(&mi(1, 40.0, 40.0, true));
+        // The probes of a round: the other member's value moves between them (CUBIC's own
+        // variation), the round keeps the value its first probe read.
+        let up = u.utility(&mi(3, 42.0, 40.0, true)).unwrap();
+        link.set(|f| f.others_value = 50.0 * MBIT);
+        u.publish(42.0 * MBIT);
+        let down = u.utility(&mi(4, 38.0, 38.0, false)).unwrap();
+        let plain = |x: f64| {
+            DistributedConfig::default()
+                .vivace
+                .utility
+                .value(x, 0.0, 0.0)
+        };
+        // Both probes score T_avg = C/n = 50 Mbit/s: only x^t separates them.
+        assert!(((up - plain(42.0)) - 50_000.0).abs() < 1e-6, "{up}");
+        assert!(((down - plain(38.0)) - 50_000.0).abs() < 1e-6, "{down}");
+        // The next round reads the fresh reply: the link is no longer full (50 + 38 < 95),
+        // and a faster probe earns d/n per Mbit/s of its own.
+        let a = u.utility(&mi(6, 42.0, 42.0, true)).unwrap() - plain(42.0);
+        let b = u.utility(&mi(7, 38.0, 38.0, false)).unwrap() - plain(38.0);
+        assert!(
+            (a - 1000.0 * (50.0 + 42.0) / 0.95 / 2.0).abs() < 1e-6,
+            "{a}"
+        );
+        assert!((a - b - 1000.0 * 4.0 / 0.95 / 2.0).abs() < 1e-6, "{a} {b}");
+        // A lone flow has no band: its exact own throughput, up to the cap.
+        let mut lone = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(FakeLink::new(true, true))),
+        );
+        lone.band = 0.05;
+        lone.publish(1.0);
+        let v = lone.utility(&mi(1, 40.0, 40.0, true)).unwrap() - plain(40.0);
+        assert!((v - 40_000.0).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
+    fn a_jcce_member_publishes_its_delivered_throughput_and_keeps_its_algorithms_decisions() {
+        let link = FakeLink::new(true, true);
+        let spec = crate::registry::find("jcce-member").unwrap();
+        assert!(crate::registry::check_text("jcce-member", "alg", "cubc").is_err());
+        assert!(crate::registry::check_text("jcce-member", "alg", "jcce-member").is_err());
+        let cubic = crate::registry::find("cubic").unwrap();
+        let mut m = JcceMemberFlow::new(
+            (cubic.build)(&cubic.defaults()),
+            Some(Box::new(link.clone())),
+        );
+        let mut alone = (cubic.build)(&cubic.defaults());
+        assert_eq!(m.name(), spec.name);
+        assert_eq!(m.on_start(&start()), alone.on_start(&start()));
+        // 10 ms reports of 125 kB (100 Mbit/s) at a 30 ms RTT.
+        for i in 1..=20u64 {
+            let r = Measurement {
+                now_us: i * 10_000,
+                interval_us: 10_000,
+                acked_bytes: 125_000,
+                acked_packets: 86,
+                rtt_mean_us: 30_000,
+                rtt_samples: 10,
+                mss: 1448,
+                ..Measurement::default()
+            };
+            assert_eq!(m.on_measurement(&r), alone.on_measurement(&r));
+        }
+        let p = link.0.lock().unwrap().published.clone();
+        // Once an RTT is covered, one publication per report, of 100 Mbit/s.
+        assert_eq!(p.len(), 18);
+        assert_eq!(m.published(), 18);
+        for (_, v) in &p {
+            assert!((v / MBIT - 100.0).abs() < 1e-6, "{v}");
+        }
     }
 
     #[test]
