@@ -15,7 +15,7 @@
 //! K for 1 Gbit/s; only dctcp reacts to marks).
 //!
 //! Every scenario is deterministic (no random loss or jitter; destinations from a fixed seed), so
-//! the bounds are margins on fixed figures, quoted next to each. `paper_tables` (ignored: ≈ 10 s
+//! the bounds are margins on fixed figures, quoted next to each. `paper_tables` (ignored: ≈ 20 s
 //! of runs) prints every figure of `docs/results/rtcp.md`.
 
 use ccp_sim::scenario::{
@@ -136,9 +136,15 @@ fn lone_flow(alg: &str, reverse: bool) -> Scenario {
     s
 }
 
-/// The 95→1 incast (§V-C2): 95 hosts answer h0 with `size` bytes each at once, `rounds` times.
-fn incast(alg: &str, size: u64, rounds: u32) -> Scenario {
+/// The 95→1 incast (§V-C2): 95 hosts answer h0 with `size` bytes each at once, `rounds` times,
+/// every port with `buffer` packets of buffer.
+fn incast(alg: &str, size: u64, rounds: u32, buffer: u64) -> Scenario {
     let mut s = fabric(4, 200);
+    if let TopologySpec::LeafSpine(ls) = &mut s.topology {
+        for l in [&mut ls.host_link, &mut ls.fabric_link] {
+            *l = l.clone().with_buffer(Amount::Packets(buffer));
+        }
+    }
     s.stop_when_done = true;
     s.workloads = vec![WorkloadSpec::Incast(IncastSpec {
         receiver: "h0".into(),
@@ -363,7 +369,7 @@ fn raising_alpha_or_delta_lowers_delay_and_throughput() {
 /// Every figure of docs/results/rtcp.md:
 /// `cargo test --release -p ccp-tests --test rtcp paper_tables -- --ignored --nocapture`.
 #[test]
-#[ignore = "prints the tables of docs/results/rtcp.md (≈ 10 s of runs)"]
+#[ignore = "prints the tables of docs/results/rtcp.md (≈ 20 s of runs)"]
 fn paper_tables() {
     println!("Table I, random sending (RS) and over-subscription (OS):");
     for fab in [4, 2] {
@@ -398,6 +404,7 @@ fn paper_tables() {
     println!("A flow whose receiver also sends (h0 -> h13, h13 -> h30):");
     for (alg, reverse) in [
         ("rtcp", false),
+        ("rtcp:one-way-delay=false", false),
         ("rtcp", true),
         ("rtcp:one-way-delay=false", true),
         ("dctcp", false),
@@ -432,16 +439,24 @@ fn paper_tables() {
         show(&format!("{hv} high-volume"), &figures(&r, "high-volume"));
         show(&format!("{u} urgent"), &figures(&r, "urgent"));
     }
-    println!("95→1 incast, 10 rounds of 64 KB per sender:");
-    for alg in [
-        "rtcp:alpha=5000,init-cwnd=2",
-        "ledbat",
-        "timely",
-        "vegas",
-        "dctcp",
-        "reno",
-    ] {
-        let r = run(&incast(alg, 64_000, 10), None).unwrap();
+    for buffer in [100, 300, 1000] {
+        println!("95→1 incast, 10 rounds of 64 KB per sender, {buffer}-packet buffers:");
+        for alg in [
+            "rtcp:alpha=5000,init-cwnd=2",
+            "ledbat",
+            "timely",
+            "vegas",
+            "dctcp",
+            "reno",
+        ] {
+            incast_line(alg, buffer);
+        }
+    }
+}
+
+fn incast_line(alg: &str, buffer: u64) {
+    {
+        let r = run(&incast(alg, 64_000, 10, buffer), None).unwrap();
         let h = &r.owd["incast"];
         let fcts: Vec<u64> = r.flows.iter().filter_map(|f| f.fct_ns).collect();
         let done = r.flows.iter().filter(|f| f.completed).count();
