@@ -29,6 +29,12 @@
 //! the loss term inside the bracket, weighted by `H` — with every term subtracted; `phi` then is
 //! whatever per-µs weight the user gives it. The default is the implementation's form.
 //!
+//! `increase-only=true` charges the latency terms (gradient and σ) only to the higher-rate MI of
+//! a probing pair, as the authors' implementation does for MIs that do not increase the rate
+//! (their moving state also re-scores the previous MI; the engine here scores each MI once, so
+//! moves keep both terms). Off by default: it moves the five-level figures a little toward HRF
+//! but a Hercules flow then yields to a cubic flow of the same requirement (0.76 of its rate).
+//!
 //! `x̄` is computed from `min(ack-rate EWMA, sending rate)`: the EWMA (gain `ack-ewma` = 0.25) of
 //! the delivery rate of completed MIs, updated once per MI when the MI is first scored (so an
 //! MI's own delivery rate is in the EWMA that normalises it). A flow that sends more than it gets
@@ -68,7 +74,7 @@
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::mi::{
     Amplifier, GradientFilter, InitialRate, LossFilter, MAX_RATE, MBIT, MiConfig, MiEngine,
-    MiLength, MiStats, RttBase, Utility,
+    MiLength, MiStats, Role, RttBase, Utility,
 };
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
@@ -156,6 +162,13 @@ pub const PARAMS: &[ParamSpec] = &[
         default: 0.0,
         help: "the paper's grouping: loss inside the H-weighted bracket (default: the implementation's, loss unweighted)",
         source: SOURCE_PAPER,
+    },
+    ParamSpec {
+        key: "increase-only",
+        unit: Unit::Bool,
+        default: 0.0,
+        help: "charge the latency terms (RTT gradient, sigma(RTT)) only to the higher-rate MI of a probing pair, not to the lower one",
+        source: "Hercules authors' implementation (latency penalties only on increasing MIs); off by default, docs/results/hercules.md has both",
     },
     ParamSpec {
         key: "ack-ewma",
@@ -396,6 +409,8 @@ pub struct HerculesUtility {
     pub d: f64,
     /// The paper's grouping (loss weighted by H).
     pub paper_form: bool,
+    /// Latency terms only on the higher-rate MI of a probing pair.
+    pub increase_only: bool,
     pub req: Requirements,
     /// Gain of the ack-rate EWMA.
     pub ack_gain: f64,
@@ -461,13 +476,16 @@ impl Utility for HerculesUtility {
     fn utility(&mut self, mi: &MiStats) -> Option<f64> {
         self.observe(mi);
         let xbar = self.xbar(mi);
-        Some(self.value(
-            mi.rate_in(MBIT),
-            xbar,
-            mi.loss_fraction(),
-            mi.rtt_gradient,
-            self.sigma_us(mi),
-        ))
+        let lower_probe = matches!(
+            mi.role,
+            Role::Probe { up: false, .. } | Role::Check { up: false, .. }
+        );
+        let (gradient, sigma) = if self.increase_only && lower_probe {
+            (0.0, 0.0)
+        } else {
+            (mi.rtt_gradient, self.sigma_us(mi))
+        };
+        Some(self.value(mi.rate_in(MBIT), xbar, mi.loss_fraction(), gradient, sigma))
     }
 }
 
@@ -556,6 +574,7 @@ impl HerculesConfig {
                 sigma_floor_us: p.get("sigma-floor").max(0.0),
                 d: p.get("d").max(0.0),
                 paper_form: p.flag("paper-form"),
+                increase_only: p.flag("increase-only"),
                 req,
                 ack_gain: p.get("ack-ewma").clamp(0.0, 1.0),
                 ack_rate: None,
@@ -768,6 +787,31 @@ mod tests {
         let below = u.value(1.25, -0.5, 0.0, 0.04, 0.0);
         let above = u.value(1.25, 1.5, 0.0, 0.04, 0.0);
         assert!(below > above + 0.5, "{below} vs {above}");
+    }
+
+    #[test]
+    fn increase_only_leaves_the_lower_probe_free_of_latency_terms() {
+        let mut u = config(&[("min", "10mbit"), ("increase-only", "true")]).utility;
+        let mut mi = stats(
+            0,
+            12.0,
+            12.0,
+            0.0,
+            &[20_000.0, 21_000.0, 22_000.0, 30_000.0],
+        );
+        mi.rtt_gradient = 0.05;
+        mi.role = Role::Probe { pair: 0, up: false };
+        // x = 12 Mbit/s, no loss: the lower probe scores x^0.9 alone.
+        assert!((u.utility(&mi).unwrap() - 12f64.powf(0.9)).abs() < 1e-9);
+        // The higher one pays x·H·(γ·gradient + φ·σ) (x̄ = 0.4 from the EWMA of 12 Mbit/s).
+        mi.role = Role::Probe { pair: 0, up: true };
+        let sigma = (2.0f64 / 3.0).sqrt() * 1000.0;
+        let want = 12f64.powf(0.9) - 12.0 * penalty(2.0, 0.4) * (25.0 * 0.05 + 7.5e-5 * sigma);
+        assert!((u.utility(&mi).unwrap() - want).abs() < 1e-9);
+        // Off (the default): the lower probe pays too.
+        u.increase_only = false;
+        mi.role = Role::Probe { pair: 0, up: false };
+        assert!((u.utility(&mi).unwrap() - want).abs() < 1e-9);
     }
 
     #[test]
