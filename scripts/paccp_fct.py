@@ -23,6 +23,18 @@ class, as the paper does, to compare what MRG buys. Small <= 100 KB < medium <= 
 Usage: scripts/paccp_fct.py --model vbp --workload websearch --loads 0.3,0.5,0.8 \
            [--duration 2] [--seeds 1,2,3] [--ccp-sim PATH] [--out DIR]
 Prints a Markdown table: mean FCT per class and size normalised to BE, and deadline-meet rates.
+
+Long-lived flows on the paper's whole fabric (Figs. 4-5), at the same 1/10 scale: 6 leaves, 5
+spines, 40 hosts per leaf (240 hosts), every leaf's hosts 0-19 BE, 20-29 DS (0, 2) and 30-39 MRG
+VMs (VBP, one VM per host), each host sending one long-lived flow to the host of the same index
+in another leaf so that every leaf sends 4 BE, 2 DS and 2 MRG flows to each other leaf, and every
+host receives one flow. Flows take a spine by ECMP hash (the paper's simulator picks one at
+random per flow), so an uplink carries 8 flows on average, not exactly. Cases:
+  fig4-theta2  MRG (0.2 Gbit/s, 1)     fig4-theta7  MRG (0.7 Gbit/s, 2)
+  fig5-vbp     fig4-theta7 plus a second flow (to the same peer) on hosts 0-9, 20-24 and 30-34
+               of every leaf: VBP gives both flows of such a VM half its (theta, omega).
+  scripts/paccp_fct.py --long-lived fig4-theta2 [--duration 4] [--seed 1] [--write-only]
+Prints per-class mean rates (from 1 s on) next to the per-uplink optimum the paper quotes.
 """
 
 import argparse
@@ -38,6 +50,13 @@ THETA_VBP_MBIT = 500
 THETA_FBP_MBIT = 250
 DEADLINE_FLOOR_S = 0.010
 UPLINK_MBIT = 4000
+# Host links: 1 Gbit/s, 100 us. The paper's 100-packet buffers are the switches' (here the leaf's
+# port towards the host, the reverse direction); a host's own NIC queue holds 1000 packets, as
+# Linux's default txqueuelen (the paper's simulator never drops in a host's send queue). The
+# hosts' packets get +-3 us of timing noise (one packet time of the 4 Gbit/s uplink): without it
+# hosts of equal links phase-lock to the uplink's departures in the deterministic simulator.
+HOST_LINK = ("{rate: 1gbit, delay: 100us, buffer: 1000pkts, jitter: 3us, "
+             "reverse: {buffer: 100pkts, jitter: 0us}}")
 
 
 def host_ip(h):
@@ -77,7 +96,7 @@ def scenario(model, cdf, load, duration, seed):
         "  spines: 1",
         f"  leaves: {LEAVES}",
         f"  hosts_per_leaf: {HOSTS_PER_LEAF}",
-        "  host_link: {rate: 1gbit, delay: 100us, buffer: 100pkts}",
+        f"  host_link: {HOST_LINK}",
         "  fabric_link: {rate: 4gbit, delay: 200us, buffer: 400pkts}",
         "workloads:",
     ]
@@ -105,6 +124,113 @@ def scenario(model, cdf, load, duration, seed):
                 f"stop: {duration}s}}")
     lines.append("output: {step: 100ms, flow_series: none, queue_series: false}")
     return "\n".join(lines) + "\n"
+
+
+FABRIC = {"leaves": 6, "spines": 5, "hosts": 40}
+
+
+def long_lived_class(k):
+    """Class of the k-th host of a leaf in the long-lived fabric runs (20/10/10 per leaf)."""
+    return "be" if k < 20 else ("ds" if k < 30 else "mrg")
+
+
+def long_lived_flows(case):
+    """The flows in scenario order: (source host, destination host, class label)."""
+    leaves, per = FABRIC["leaves"], FABRIC["hosts"]
+    flows, second = [], []
+    for leaf in range(leaves):
+        for k in range(per):
+            c = long_lived_class(k)
+            first = {"be": 0, "ds": 20, "mrg": 30}[c]
+            # 4 BE, 2 DS and 2 MRG flows of every leaf to each of the 5 other leaves.
+            peer = ((leaf + 1 + (k - first) % (leaves - 1)) % leaves) * per + k
+            two = case == "fig5-vbp" and (k < 10 or 20 <= k < 25 or 30 <= k < 35)
+            label = c + ("-2" if two else "-1" if case == "fig5-vbp" else "")
+            flows.append((leaf * per + k, peer, label))
+            if two:
+                second.append((leaf * per + k, peer, label))
+    return flows + second
+
+
+def long_lived_scenario(case, duration, seed):
+    leaves, spines, per = FABRIC["leaves"], FABRIC["spines"], FABRIC["hosts"]
+    theta, omega = (200, 1) if case == "fig4-theta2" else (700, 2)
+    lines = [
+        f"# PACCP {case} on the paper's 6x5 leaf-spine, 40 hosts per leaf, at 1/10 of its rates",
+        "# and 10x its delays (written by scripts/paccp_fct.py --long-lived; see its docstring).",
+        "# 240 hosts: about 40 s of CPU per simulated second. Results: docs/results/paccp.md.",
+        f"#   target/release/ccp-sim run experiments/recipes/paccp/leaf-spine/{case}.yaml "
+        f"--out results/{case}",
+        f"#   scripts/paccp_fct.py --long-lived {case} --ccp-sim target/release/ccp-sim  "
+        "# runs and tabulates",
+        f"name: paccp-{case}",
+        f"seed: {seed}",
+        f"duration: {duration}s",
+        "transport: {min_rto: 5ms, initial_rto: 20ms, tick: 1ms}",
+        "agent:",
+        "  default_alg: paccp",
+        "  pricing:",
+        "    vms:",
+    ]
+    for leaf in range(leaves):
+        for k in range(per):
+            h = leaf * per + k
+            c = long_lived_class(k)
+            extra = {"be": "", "ds": ", omega: 2",
+                     "mrg": f", theta: {theta}mbit, omega: {omega}"}[c]
+            lines.append(f"      - {{name: h{h}, src: {host_ip(h)}, class: {c}{extra}}}")
+    lines += [
+        "topology:",
+        "  kind: leaf_spine",
+        f"  spines: {spines}",
+        f"  leaves: {leaves}",
+        f"  hosts_per_leaf: {per}",
+        f"  host_link: {HOST_LINK}",
+        "  fabric_link: {rate: 4gbit, delay: 200us, buffer: 400pkts}",
+        "flows:",
+    ]
+    for src, dst, _ in long_lived_flows(case):
+        lines.append(f"  - {{src: h{src}, dst: h{dst}, alg: paccp}}")
+    lines.append("output: {step: 100ms, flow_series: all, queue_series: false}")
+    return "\n".join(lines) + "\n"
+
+
+def long_lived_report(case, run_dir):
+    """Per-class mean goodput from 1 s to the end, next to the per-uplink optimum."""
+    theta = 200 if case == "fig4-theta2" else 700
+    labels = [label for _, _, label in long_lived_flows(case)]
+    series = {}
+    for r in csv.DictReader(open(run_dir / "flow_series.csv")):
+        series.setdefault(int(r["flow"]), []).append((int(r["time_ns"]), int(r["delivered_bytes"])))
+    groups = {}
+    for f, s in series.items():
+        s.sort()
+        at1 = max(b for t, b in s if t <= 1_000_000_000)
+        t_end, b_end = s[-1]
+        groups.setdefault(labels[f], []).append((b_end - at1) * 8 / (t_end - 1e9) * 1e3)
+    if case == "fig5-vbp":
+        opt = {"be-1": 325, "ds-1": 650, "mrg-1": 700, "be-2": 162.5, "ds-2": 325, "mrg-2": 350}
+        paper = {"be-1": 2740, "ds-1": 4650, "mrg-1": 7160, "be-2": 1600, "ds-2": 2660,
+                 "mrg-2": 3850}
+    elif case == "fig4-theta2":
+        opt, paper = {"be": 400, "ds": 800, "mrg": 400}, {"be": 3720, "ds": 6210, "mrg": 4090}
+    else:
+        opt, paper = {"be": 325, "ds": 650, "mrg": 700}, {"be": 2980, "ds": 5080, "mrg": 7140}
+    print(f"| {case} class | flows | mean Mbit/s | p10 / p90 | optimum | paper (Gbit/s) |")
+    print("|---|---|---|---|---|---|")
+    means = {}
+    for c in sorted(groups):
+        v = sorted(groups[c])
+        means[c] = sum(v) / len(v)
+        print(f"| {c.upper()} | {len(v)} | {means[c]:.0f} | {v[len(v) // 10]:.0f} / "
+              f"{v[9 * len(v) // 10]:.0f} | {opt[c]} | {paper[c] / 1000:.2f} |")
+    for suffix in ([""] if case != "fig5-vbp" else ["-1", "-2"]):
+        print(f"DS{suffix}/BE{suffix} {means['ds' + suffix] / means['be' + suffix]:.2f}")
+    mrg = [x for c, v in groups.items() if c.startswith("mrg") for x in v]
+    need = [theta / (2 if c.endswith("-2") else 1) for c, v in groups.items()
+            if c.startswith("mrg") for _ in v]
+    met = sum(1 for x, t in zip(mrg, need) if x >= t)
+    print(f"MRG flows at or above their theta: {met} of {len(mrg)}")
 
 
 def size_bucket(size):
@@ -147,8 +273,13 @@ def analyse(flows_csvs, model):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["vbp", "fbp"], required=True)
-    ap.add_argument("--workload", choices=["websearch", "datamining"], required=True)
+    ap.add_argument("--long-lived", choices=["fig4-theta2", "fig4-theta7", "fig5-vbp"],
+                    help="long-lived flows on the paper's whole fabric instead of a workload")
+    ap.add_argument("--seed", type=int, default=1, help="seed of a --long-lived run")
+    ap.add_argument("--write-only", action="store_true",
+                    help="with --long-lived: print the scenario and exit")
+    ap.add_argument("--model", choices=["vbp", "fbp"])
+    ap.add_argument("--workload", choices=["websearch", "datamining"])
     ap.add_argument("--loads", default="0.3,0.5,0.8")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of arrivals")
     ap.add_argument("--seeds", default="1", help="seeds per load; their flows are pooled")
@@ -157,6 +288,21 @@ def main():
                     help="the shared data directory (holds workloads/*.csv)")
     ap.add_argument("--out", default="results/paccp-fct")
     a = ap.parse_args()
+    if a.long_lived:
+        text = long_lived_scenario(a.long_lived, int(a.duration), a.seed)
+        if a.write_only:
+            sys.stdout.write(text)
+            return
+        out = Path(a.out) / f"{a.long_lived}-seed{a.seed}"
+        out.mkdir(parents=True, exist_ok=True)
+        path = out.with_suffix(".yaml")
+        path.write_text(text)
+        subprocess.run([a.ccp_sim, "run", str(path), "--out", str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
+        long_lived_report(a.long_lived, out)
+        return
+    if not (a.model and a.workload):
+        ap.error("--model and --workload are required (or give --long-lived)")
     cdf = Path(a.data).resolve() / "workloads" / f"{a.workload}.csv"
     if not cdf.is_file():
         sys.exit(f"no workload CDF at {cdf} (give --data)")

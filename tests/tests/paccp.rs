@@ -53,6 +53,13 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// The scaled leaf-spine uplink of Figs. 4–5: `extra` lists hosts (0–7) with a second flow.
+/// Timing noise of every host's packets (uniform in ±3 µs, order kept: the `jitter` of the host
+/// links), one packet time of the 4 Gbit/s uplink. Without it every host link has the same rate
+/// and delay and the deterministic simulator phase-locks the hosts' packets to the uplink's
+/// departures (Floyd and Jacobson's traffic phase effects): some flows then lose far more
+/// often than others and DS/BE falls to 1.31 (θ = 0.2 Gbit/s) with the same laws.
+const HOST_JITTER: &str = "3us";
+
 fn leaf_spine(theta_mbit: u64, omega_mrg: f64, extra: &[u32], secs: u64) -> Scenario {
     leaf_spine_n([4, 2, 2], theta_mbit, omega_mrg, extra, secs)
 }
@@ -96,7 +103,7 @@ agent:
   spines: 1
   leaves: 2
   hosts_per_leaf: {hosts}
-  host_link: {{rate: 1gbit, delay: 100us, buffer: 100pkts}}
+  host_link: {{rate: 1gbit, delay: 100us, buffer: 100pkts, jitter: {HOST_JITTER}}}
   fabric_link: {{rate: 4gbit, delay: 200us, buffer: 400pkts}}
 flows:
 {flows}output: {{step: 1ms, flow_series: all, queues: [leaf0->spine0]}}
@@ -193,14 +200,14 @@ struct LongLived {
     utility: f64,
 }
 
-/// Run `n` = (BE, DS, MRG) long-lived flows on the scaled uplink for 4 s and measure from 1 s.
+/// Run `n` = (BE, DS, MRG) long-lived flows on the scaled uplink for 7 s and measure from 1 s.
 fn check_long_lived(n: [u32; 3], theta_mbit: u64, omega_mrg: f64) -> LongLived {
-    let r = run(&leaf_spine_n(n, theta_mbit, omega_mrg, &[], 4), None).unwrap();
+    let r = run(&leaf_spine_n(n, theta_mbit, omega_mrg, &[], 7), None).unwrap();
     assert_eq!(
         r.agent.algorithms.get("paccp"),
         Some(&u64::from(n.iter().sum::<u32>()))
     );
-    let (from, to) = (SEC, 4 * SEC);
+    let (from, to) = (SEC, 7 * SEC);
     let theta = theta_mbit as f64 * 1e6;
     let (rates, above) = class_rates(&r, n, from, to, theta);
     let opt = optimal_allocation(4000.0, n, 2.0, theta_mbit as f64, omega_mrg);
@@ -281,44 +288,26 @@ fn long_lived_classes_match_the_optimum_as_in_fig_4() {
     // The paper: MRG flows always above θ (Figs. 4b/4d, 4.09 and 7.14 Gbit/s for θ = 2 and 7);
     // DS/BE 1.67 and 1.71 where the optimum is 2; utility slightly below the optimum.
     //
-    // Measured over 1–4 s: DS/BE 1.31 with θ = 0.2 Gbit/s (ω_MRG = 1), 1.52 with θ = 0.7
-    // Gbit/s (ω_MRG = 2) (1.35 and 1.54 over 1–13 s). The scale is not the cause: the same
-    // uplink at the paper's own rates and delays (10/40 Gbit/s, 10/20 µs) gives 1.29. With
-    // 4 BE, 2 DS and 2 MRG flows the windows are 60–120 packets and the uplink's drops fall on
-    // the flows in proportion to the packets they send: eq. 18's AIMD (+ω per RTT, halving)
-    // then gives each flow W ≈ √(1.5·ω/q) (q: loss events per packet), i.e. DS/BE ≈ √2, not ω.
-    // With smaller windows (16 flows on the uplink, test
-    // with_sixteen_flows_on_the_uplink_ds_gets_the_papers_ratio) or synchronised drops (10
-    // Gbit/s host links, test with_fast_host_links_ds_gets_its_weight_on_the_uplink) DS/BE
-    // reaches the paper's range. Neither the host queue limit (TSQ 0–3 ms: 1.29–1.42),
-    // delayed ACKs (every second packet: 1.42) nor per-ACK reports (1.19–1.26) change this. So
-    // here DS/BE must hold clearly (≥ 1.25) in the first case and reach the paper's range
-    // (1.5–2) where MRG flows carry the DS weight too.
+    // Measured over 1–7 s: DS/BE 1.50 with θ = 0.2 Gbit/s (ω_MRG = 1) and 1.59 with θ = 0.7
+    // Gbit/s (ω_MRG = 2) (1.54 and 1.55 over 1–13 s); MRG at 1.02 and 1.13 of its optimum. DS
+    // gets less than twice BE because it sees more loss events per second (14.2 against 11.0
+    // in the first case), as the paper explains its own 1.67. Without the hosts' timing noise
+    // (HOST_JITTER) the same uplink gives 1.31 and 1.52, at the paper's own rates and delays
+    // (10/40 Gbit/s, 10/20 µs) 1.29: the scale plays no part, the phase locking does.
     let n = [4, 2, 2];
     let first = check_long_lived(n, 200, 1.0);
     let second = check_long_lived(n, 700, 2.0);
-    assert_long_lived(&first, 200, 1.25..=2.0);
+    assert_long_lived(&first, 200, 1.45..=2.0);
     assert_long_lived(&second, 700, 1.5..=2.0);
-}
-
-#[test]
-fn with_sixteen_flows_on_the_uplink_ds_gets_the_papers_ratio() {
-    // The paper routes every flow over a random spine, so its uplinks carry 8 flows on average
-    // but many carry more (12 or more on about one in ten). Here one uplink carries 8 BE, 4 DS
-    // and 4 MRG flows, θ halved so that the optimum keeps Fig. 4's proportions (200/400/200
-    // and 162.5/325/350 Mbit/s). The windows are half those of the 8-flow case (30–60
-    // packets). Measured over 1–4 s: DS/BE 1.53 and 1.70 (1.50 and 1.67 over 1–13 s; the
-    // paper 1.67 and 1.71); MRG at 1.14 and 1.15 of its optimum.
-    let n = [8, 4, 4];
-    let first = check_long_lived(n, 100, 1.0);
-    let second = check_long_lived(n, 350, 2.0);
-    assert_long_lived(&first, 100, 1.45..=2.0);
-    assert_long_lived(&second, 350, 1.5..=2.0);
 }
 
 /// The testbed of Fig. 7: a 3×1 leaf-spine, every link 1 Gbit/s, VMs 1–9 on three leaves (three
 /// per leaf), VM i sending to VM (i+3) mod 9; VMs 1, 4, 7 BE, 2, 5, 8 DS (0, 2), 3, 6, 9 MRG
 /// (400 Mbit/s, 2). Every leaf uplink carries one flow of each class: optimum 200/400/400.
+/// The hosts' packets get ±12 µs of timing noise, one packet time at 1 Gbit/s: with host links
+/// and uplinks of the same rate, the MRG flow's backlogged host otherwise sends in lockstep with
+/// the uplink's departures, takes every slot the uplink frees, and the BE and DS flows lose 15
+/// times as often per packet (BE/DS/MRG 115/198/612 Mbit/s).
 fn testbed(secs: u64) -> Scenario {
     let mut vms = String::new();
     let mut flows = String::new();
@@ -345,7 +334,7 @@ agent:
   spines: 1
   leaves: 3
   hosts_per_leaf: 3
-  host_link: {{rate: 1gbit, delay: 50us, buffer: 100pkts}}
+  host_link: {{rate: 1gbit, delay: 50us, buffer: 100pkts, jitter: 12us}}
   fabric_link: {{rate: 1gbit, delay: 50us, buffer: 100pkts}}
 flows:
 {flows}output: {{step: 10ms, flow_series: all}}
@@ -371,7 +360,13 @@ fn testbed_of_fig_7_gives_the_classes_their_order_and_mrg_its_guarantee() {
         opt[2],
         ds / be
     );
+    // Measured: 177/302/427 Mbit/s, DS/BE 1.70, MRG at 1.07 of its optimum (the paper's
+    // testbed 180/310/410, 1.7).
     assert!(mrg >= 400.0, "MRG {mrg:.0} below θ");
+    assert!(
+        mrg <= 1.25 * opt[2],
+        "MRG {mrg:.0} above 1.25 x its optimum"
+    );
     assert!((1.5..=2.0).contains(&(ds / be)), "DS/BE {:.2}", ds / be);
     assert!(utility >= 0.95, "normalized utility {utility:.4}");
 }
@@ -472,10 +467,10 @@ fn a_runtime_fbp_upgrade_changes_the_share_within_a_few_rtts() {
 #[test]
 fn vbp_splits_a_vms_class_among_its_flows_and_the_bills_add_up() {
     // The Fig. 5 setup (θ = 0.7 Gbit/s, ω_MRG = 2), with a second flow on half the hosts of every
-    // class (h0, h1, h4, h6) that carries 20 MB and ends, so the split changes while it runs.
+    // class (h0, h1, h4, h6) that carries 80 MB (the fastest end after 2 s, so the split changes while the others run).
     let mut s = leaf_spine(700, 2.0, &[0, 1, 4, 6], 3);
     for f in s.flows.iter_mut().skip(8) {
-        f.size = Some(ccp_sim::scenario::Size(20_000_000));
+        f.size = Some(ccp_sim::scenario::Size(80_000_000));
         f.start = ccp_sim::scenario::Dur(500 * MS);
     }
     let r = run(&s, None).unwrap();
@@ -519,15 +514,17 @@ fn vbp_splits_a_vms_class_among_its_flows_and_the_bills_add_up() {
     );
     let rate = |f: u32| goodput(&r, f, from, to) / 1e6;
     let ends: Vec<u64> = r.flows.iter().skip(8).map(|f| f.end_ns).collect();
-    if ends.iter().all(|e| *e > to) {
-        for (one, two, extra, class) in [(2, 0, 8, "BE"), (5, 4, 10, "DS"), (7, 6, 11, "MRG")] {
-            let (single, pair) = (rate(one), rate(two) + rate(extra));
-            println!("{class}: one-flow VM {single:.0} Mbit/s, two-flow VM {pair:.0} Mbit/s");
-            assert!(
-                (0.6..=1.6).contains(&(pair / single)),
-                "{class}: two-flow VM {pair:.0} vs one-flow VM {single:.0}"
-            );
-        }
+    assert!(
+        ends.iter().all(|e| *e > to),
+        "a second flow ended before {to} ns: {ends:?}"
+    );
+    for (one, two, extra, class) in [(2, 0, 8, "BE"), (5, 4, 10, "DS"), (7, 6, 11, "MRG")] {
+        let (single, pair) = (rate(one), rate(two) + rate(extra));
+        println!("{class}: one-flow VM {single:.0} Mbit/s, two-flow VM {pair:.0} Mbit/s");
+        assert!(
+            (0.6..=1.6).contains(&(pair / single)),
+            "{class}: two-flow VM {pair:.0} vs one-flow VM {single:.0}"
+        );
     }
 }
 
@@ -648,36 +645,5 @@ fn the_agent_takes_class_changes_on_its_control_socket_and_writes_the_bill() {
     assert!(
         flow["bill"].as_f64().unwrap() > 0.0 && flow["bytes"].as_u64().unwrap() > 0,
         "{b}"
-    );
-}
-
-#[test]
-fn with_fast_host_links_ds_gets_its_weight_on_the_uplink() {
-    // Fig. 4's first case (MRG (0.2 Gbit/s, 1)) with 10 Gbit/s host links: the uplink is then
-    // the flows' only queue. Measured: BE/DS/MRG 408/717/396 Mbit/s, DS/BE 1.76 (1.31 with the
-    // scaled 1 Gbit/s host links, see long_lived_classes_match_the_optimum_as_in_fig_4). Here
-    // the windows reach the uplink as bursts and its drops are synchronised: loss events per
-    // second BE/DS 13.5/15.2 (per packet DS has 0.64 of BE's), so DS/BE ≈ √(2/0.64) = 1.77.
-    let mut s = leaf_spine(200, 1.0, &[], 4);
-    if let ccp_sim::scenario::TopologySpec::LeafSpine(l) = &mut s.topology {
-        l.host_link.rate = Some(ccp_sim::scenario::Rate::from_bits(10_000_000_000));
-    }
-    let r = run(&s, None).unwrap();
-    let (rates, above) = class_rates(&r, [4, 2, 2], SEC, 4 * SEC, 200e6);
-    let ratio = rates[1] / rates[0];
-    println!(
-        "10 Gbit/s host links: BE/DS/MRG {:.0}/{:.0}/{:.0} Mbit/s, DS/BE {ratio:.2}, MRG >= θ in \
-         {:.1} % of 10 ms samples",
-        rates[0],
-        rates[1],
-        rates[2],
-        100.0 * above
-    );
-    print_loss_events(&loss_events(&r, [4, 2, 2], SEC, 4 * SEC));
-    assert!((1.5..=2.0).contains(&ratio), "DS/BE {ratio:.2}");
-    assert!(
-        above >= 0.9 && rates[2] >= 200.0,
-        "MRG {:.0}, {above:.3}",
-        rates[2]
     );
 }
