@@ -16,6 +16,10 @@
 //! [`crate::vivace_distributed`] takes a member from [`current_source`] when its flow is built.
 //! Without a source a Vivace-Distributed flow runs as plain Vivace and says so once in the log.
 
+/// The JCCE crate (client, keys), for programs that publish to a group beside the agent's
+/// flows, e.g. a receiver of another algorithm's flow.
+pub use jcce;
+
 use crate::adapter::TimeSource;
 use jcce::core::{CoreConfig, Micros};
 use jcce::sim::SimJcce;
