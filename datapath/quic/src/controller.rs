@@ -9,7 +9,7 @@
 //!
 //! | s2n-quic callback | [`AckSample`] field |
 //! | --- | --- |
-//! | `on_rtt_update` (latest RTT of the ACK's largest newly acknowledged packet) | `rtt_us` |
+//! | `on_rtt_update` (latest RTT of the ACK's largest newly acknowledged packet; an ACK without one repeats the latest) | `rtt_us` |
 //! | `on_packet_lost` (one call per lost packet) | `lost_pkts` (+1 each), in-flight gauges |
 //! | `on_packet_lost` with `persistent_congestion` (RFC 9002 §7.6) | `was_timeout` |
 //! | `on_explicit_congestion(ce_count)` (validated ECN-CE increase) | `ecn_packets`, `ecn_bytes` |
@@ -524,7 +524,7 @@ impl CongestionController for CcpController {
         newest_acked_time_sent: Timestamp,
         bytes_acknowledged: usize,
         newest_acked_packet_info: PacketInfo,
-        _rtt_estimator: &RttEstimator,
+        rtt_estimator: &RttEstimator,
         _random_generator: &mut dyn RandomGenerator,
         ack_receive_time: Timestamp,
         _publisher: &mut Pub,
@@ -549,9 +549,17 @@ impl CongestionController for CcpController {
         );
         s.stats.acks += 1;
         s.stats.acked_bytes += u64::from(bytes);
+        // s2n-quic takes an RTT sample only from an ACK frame that newly acknowledges its
+        // largest packet number; the others carry the latest sample again (libccp's programs
+        // count every ACK's `rtt_sample_us`, and 0 would read as a zero RTT).
+        let rtt_us = match s.pending_rtt_us {
+            0 => (rtt_estimator.latest_rtt().as_micros() as u64).max(1),
+            r => r,
+        };
         let sample = AckSample {
             bytes_acked: bytes,
             packets_acked: packets,
+            rtt_us,
             ..s.sample()
         };
         s.invoke(&sample, false);
