@@ -518,6 +518,7 @@ pub fn backends() -> Vec<(recipe::Backend, Option<&'static str>)> {
         recipe::Backend::Sim,
         recipe::Backend::Udp,
         recipe::Backend::Emu,
+        recipe::Backend::Quic,
         recipe::Backend::Kernel,
     ]
     .into_iter()

@@ -26,13 +26,16 @@ pub enum Backend {
     /// The mahimahi-compatible emulator (`ccp-emu`): `ccp-udp` across an emulated link in
     /// network namespaces, wall-clock time, one run at a time; needs root.
     Emu,
+    /// The emulator as for `Emu`, with `ccp-quic` (QUIC on s2n-quic, the agent as its
+    /// congestion controller) carrying the flows; needs root.
+    Quic,
     /// Linux TCP through ccp-kernel.
     Kernel,
 }
 
 impl Backend {
     /// Every backend name.
-    pub const NAMES: &'static [&'static str] = &["sim", "udp", "emu", "kernel"];
+    pub const NAMES: &'static [&'static str] = &["sim", "udp", "emu", "quic", "kernel"];
 
     /// The recipe name.
     pub fn name(self) -> &'static str {
@@ -40,6 +43,7 @@ impl Backend {
             Backend::Sim => "sim",
             Backend::Udp => "udp",
             Backend::Emu => "emu",
+            Backend::Quic => "quic",
             Backend::Kernel => "kernel",
         }
     }
@@ -50,6 +54,7 @@ impl Backend {
             "sim" => Some(Backend::Sim),
             "udp" => Some(Backend::Udp),
             "emu" => Some(Backend::Emu),
+            "quic" => Some(Backend::Quic),
             "kernel" => Some(Backend::Kernel),
             _ => None,
         }
@@ -59,7 +64,7 @@ impl Backend {
     pub fn unavailable(self) -> Option<&'static str> {
         match self {
             Backend::Sim | Backend::Udp => None,
-            Backend::Emu => None,
+            Backend::Emu | Backend::Quic => None,
             Backend::Kernel => Some(
                 "backend kernel is not available in this build: it needs the ccp-kernel module on the host, which ccp-exp does not drive yet; use backend sim or udp",
             ),
@@ -80,6 +85,9 @@ impl Backend {
             }
             Backend::Emu => {
                 "ccp-emu testbed: ccp-udp flows and the real ccp-agent across a mahimahi-compatible emulated link (namespaces + TUN; needs root); runs one at a time"
+            }
+            Backend::Quic => {
+                "ccp-emu testbed as for emu, the flows over QUIC (ccp-quic, s2n-quic) under the real ccp-agent (needs root); runs one at a time"
             }
             Backend::Kernel => "Linux TCP through ccp-kernel",
         }
@@ -860,7 +868,7 @@ fn ecn_threshold(r: &mut Reader, n: &Node, field: &str) -> Option<Limit> {
 
 fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Link> {
     let Some(n) = tree.get("link") else {
-        if matches!(backend, Some(Backend::Sim | Backend::Emu)) {
+        if matches!(backend, Some(Backend::Sim | Backend::Emu | Backend::Quic)) {
             r.err(
                 tree,
                 "link",
@@ -957,7 +965,7 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
     let downlink = dirs.pop()?;
     let uplink = dirs.pop()?;
     let given = |k: &str| n.get(k).is_some() || n.get("uplink").and_then(|u| u.get(k)).is_some();
-    if backend == Some(Backend::Sim) || backend == Some(Backend::Emu) {
+    if matches!(backend, Some(Backend::Sim | Backend::Emu | Backend::Quic)) {
         if !given("rate") && !given("trace") {
             r.err(
                 n,
@@ -1215,7 +1223,7 @@ fn read_queue(
             );
             return None;
         }
-        (Some(Backend::Emu), Queue::Red { .. }) => {
+        (Some(Backend::Emu | Backend::Quic), Queue::Red { .. }) => {
             r.err(
                 q,
                 &field,

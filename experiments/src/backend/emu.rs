@@ -112,8 +112,35 @@ pub fn unavailable_here() -> Option<String> {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// The transport that carries a run's flows across the testbed: a binary with `recv` and
+/// `send` subcommands taking `ccp-udp`'s options, plus arguments of its own.
+pub(crate) struct Transport {
+    /// The binary (`ccp-udp`, `ccp-quic`).
+    pub(crate) bin: &'static str,
+    /// Its receiver and sender, for messages.
+    pub(crate) recv_name: &'static str,
+    pub(crate) send_name: &'static str,
+    /// Extra arguments of `recv` and of `send`.
+    pub(crate) recv_args: Vec<std::ffi::OsString>,
+    pub(crate) send_args: Vec<std::ffi::OsString>,
+}
+
 /// Run one run through the emulator.
 pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
+    run_with(
+        ctx,
+        &Transport {
+            bin: "ccp-udp",
+            recv_name: "ccp-udp recv",
+            send_name: "ccp-udp send",
+            recv_args: vec![],
+            send_args: vec![],
+        },
+    )
+}
+
+/// Run one run through the emulator with the flows carried by `t`.
+pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, BackendError> {
     if let Some(why) = unavailable_here() {
         return Err(BackendError::Unavailable(why));
     }
@@ -121,7 +148,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     let raw = ctx.dir.join("raw");
     std::fs::create_dir_all(&raw).map_err(|e| BackendError::io(&raw, e))?;
     let agent_bin = ctx.bins.find("ccp-agent")?;
-    let udp_bin = ctx.bins.find("ccp-udp")?;
+    let udp_bin = ctx.bins.find(t.bin)?;
     let uplink = link_config(&r.link.uplink)?;
     let capacity_bps = match (&r.link.uplink.trace, r.link.uplink.rate) {
         (Some(t), _) => Some(Trace::load(t).map_err(emu_err)?.mean_rate() * 8.0),
@@ -165,12 +192,13 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     let recv_err = raw.join("recv.err");
     let receiver = tb.receiver().addr;
     let mut recv = Proc::adopt(
-        "ccp-udp recv",
+        t.recv_name,
         tb.spawn(
             tb.receiver(),
             Command::new(&udp_bin)
                 .args(["recv", "--listen", &format!("{receiver}:{PORT}")])
                 .args(["--flows", &flows.len().to_string()])
+                .args(&t.recv_args)
                 .arg("--json")
                 .arg(raw.join("recv.json"))
                 .stdin(Stdio::null())
@@ -195,11 +223,12 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         &flows,
         &raw,
     )?;
-    cmd.stdin(Stdio::null())
+    cmd.args(&t.send_args)
+        .stdin(Stdio::null())
         .stdout(file(&raw.join("send.out"))?)
         .stderr(file(&raw.join("send.err"))?);
     let sender = &tb.senders()[0];
-    let mut send = Proc::adopt("ccp-udp send", tb.spawn(sender, &mut cmd).map_err(emu_err)?);
+    let mut send = Proc::adopt(t.send_name, tb.spawn(sender, &mut cmd).map_err(emu_err)?);
     wait_for_sender(&mut send, ctx, &raw)?;
     let rstatus = recv.wait_for(Duration::from_secs(20))?;
     agent.terminate(Duration::from_secs(2));

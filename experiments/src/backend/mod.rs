@@ -5,11 +5,13 @@
 //!   loopback (wall-clock time; one at a time).
 //! * [`emu`]: the same binaries on either side of a `ccp-emu` testbed (mahimahi-compatible
 //!   emulated link in network namespaces; wall-clock time; needs root).
+//! * [`quic`]: the emu backend's testbed with `ccp-quic` (QUIC, s2n-quic) carrying the flows.
 //!
 //! `kernel` is recognised by recipes but not available in this build
 //! ([`crate::recipe::Backend::unavailable`] says why).
 
 pub mod emu;
+pub mod quic;
 pub mod sim;
 pub mod udp;
 
@@ -106,6 +108,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         Backend::Sim => sim::run(ctx),
         Backend::Udp => udp::run(ctx),
         Backend::Emu => emu::run(ctx),
+        Backend::Quic => quic::run(ctx),
         b => Err(BackendError::Unavailable(
             b.unavailable().unwrap_or("unavailable").to_string(),
         )),
