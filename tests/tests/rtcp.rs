@@ -428,6 +428,37 @@ fn paper_tables() {
             &random_figures(&format!("rtcp:alpha=1000,{v}"), 2),
         );
     }
+    println!("Random sending, receivers grouped by their number of incoming flows:");
+    for alg in ["rtcp", "rtcp:one-way-delay=false", "dctcp"] {
+        let r = run_checked(&random_sending(alg, 4));
+        let mut by_dst: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
+        for f in &r.flows {
+            by_dst.entry(f.dst.as_str()).or_default().push(f.flow);
+        }
+        let at = |flow: u32, t: u64| {
+            r.flow_samples(flow)
+                .filter(|s| s.time_ns <= t)
+                .map(|s| s.delivered_bytes)
+                .max()
+                .unwrap_or(0)
+        };
+        let mut groups: std::collections::BTreeMap<usize, (usize, f64)> = Default::default();
+        for flows in by_dst.values() {
+            let bytes: u64 = flows
+                .iter()
+                .map(|&f| at(f, RUN_MS * MS) - at(f, FROM_MS * MS))
+                .sum();
+            let mbps = bytes as f64 * 8.0 / ((RUN_MS - FROM_MS) as f64 / 1e3) / 1e6;
+            let g = groups.entry(flows.len()).or_default();
+            g.0 += 1;
+            g.1 += mbps;
+        }
+        let line: Vec<String> = groups
+            .iter()
+            .map(|(k, (n, sum))| format!("{k} in: {n} receivers {:.0} Mbit/s", sum / *n as f64))
+            .collect();
+        println!("{alg:34} {}", line.join("; "));
+    }
     println!("A flow whose receiver also sends (h0 -> h13, h13 -> h30):");
     for (alg, reverse) in [
         ("rtcp", false),
