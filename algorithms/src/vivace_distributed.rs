@@ -40,8 +40,11 @@
 //!   capacity both probes score the cap. In a group (`n > 1`) a total within `band` (ε, the probe
 //!   step) of the cap counts as the cap (`min(total/(1 − ε), cap)`): a probe below a full
 //!   bottleneck scores the full one, so taking another member's share earns nothing and the loss
-//!   and RTT penalties decide, while capacity another flow left earns `d/n` per Mbit/s. Project
-//!   choices; docs/results/vivace-distributed.md has the figures.
+//!   and RTT penalties decide, while capacity another flow left earns `d/n` per Mbit/s. A
+//!   slow-start MI whose RTT gradient passed the filter (the queue is building) is capped at the
+//!   largest total measured before it: the MI that fills the queue measures more than the
+//!   capacity for a moment, and that reward carried slow start to three to six times the
+//!   capacity. Project choices; docs/results/vivace-distributed.md has the figures.
 //! - **Hold until the first aggregate** (Algorithm 1, lines 8–10): the flow sends at its initial
 //!   rate and publishes its delivered throughput once per smoothed RTT until the first reply
 //!   arrives; then the learner starts (slow start at the initial rate).
@@ -372,12 +375,21 @@ impl DistributedUtility {
                 // The group's total delivered throughput as this MI saw it: the others' part
                 // of the reply plus the MI's own measured throughput.
                 let others_sum = fresh.map_or(0.0, |(sum, _)| sum);
+                let before = self.measured.iter().copied().fold(0.0, f64::max);
                 self.measured.push_back(others_sum + mi.throughput());
                 let o = self.round_others(mi, fresh);
                 if self.measured.len() > self.cap_window {
                     self.measured.pop_front();
                 }
-                let cap = self.measured.iter().copied().fold(0.0, f64::max);
+                let mut cap = self.measured.iter().copied().fold(0.0, f64::max);
+                // A slow-start MI that built a queue (its RTT gradient passed the filter) has
+                // reached the capacity: it is credited no more than the MIs before it
+                // delivered. Its measured throughput is the queue filling up (113 Mbit/s on
+                // a 100 Mbit/s link), which outweighed its RTT gradient through d, and slow
+                // start went on doubling to three or six times the capacity.
+                if mi.role == Role::Start && mi.rtt_gradient > 0.0 && before > 0.0 {
+                    cap = before;
+                }
                 self.scored.push_back((mi.id, o, cap));
                 if self.scored.len() > MEMORY {
                     self.scored.pop_front();
