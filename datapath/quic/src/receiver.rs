@@ -25,9 +25,10 @@ pub struct ReceiverConfig {
     pub bind: SocketAddr,
     /// Return after this many flows finished (None: until stopped).
     pub expect_flows: Option<usize>,
-    /// Return after this long without a new connection or stream data (None: never).
+    /// Return after this long without a new connection or stream data (default None: never).
     pub idle_timeout: Option<Duration>,
-    /// Largest IP MTU the receiver accepts and probes up to (default 1500).
+    /// Largest IP MTU the receiver accepts and probes up to, bytes (default 1500: Ethernet's,
+    /// and the emulator's).
     pub max_mtu: u16,
 }
 
