@@ -426,9 +426,9 @@ fn vivace_distributed_shares_with_the_kernels_cubic_through_the_real_jcce_servic
         // Payload rate of 100 Mbit/s in 1500-byte packets: about 96.5 Mbit/s.
         assert!(total >= 0.8 * 96.5, "{n} cubic: total {total:.2} Mbit/s");
         // Every flow keeps a share: neither starves the other (the paper: a ratio of about 1;
-        // with the CUBIC flows outside the group the simulator gives 70-210). Measured in two
-        // real-time runs: 0.33, 1.06 (1 flow), 0.34, 0.25 (2 flows); the bound leaves room for
-        // that spread.
+        // with the CUBIC flows outside the group the simulator gives 12-184). Measured in three
+        // real-time runs: 0.33, 1.06, 0.41 (1 flow), 0.34, 0.25, 0.55 (2 flows); the bound
+        // leaves room for that spread.
         assert!(c.vd >= 5.0, "{n} cubic: vivace-distributed {:.2}", c.vd);
         assert!(
             c.cubic.iter().all(|r| *r >= 5.0),
