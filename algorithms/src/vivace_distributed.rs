@@ -29,20 +29,24 @@
 //!   ([`MEMBER_SPEC`]; on a real host any receiver can publish with the `jcce` client), as the
 //!   paper's receivers publish (§3) and `n` counts the clouds sharing the capacity (§5.1).
 //! - **Eq. 2, the group's total** ([`group_throughput`]): `n·T_avg = min(others + x·(1 − L),
-//!   cap)`, `x·(1 − L)` the MI's rate times its own delivered fraction and `cap` the largest
-//!   group total measured over the last `cap_window` (10) MIs (the bottleneck's capacity as
-//!   the group sees it). A lone flow's total is its own throughput, so for `n = 1` this is
-//!   `min(x·(1 − L), max own throughput)`: with `d = 1000` one Mbit/s is worth 1000 utility units,
-//!   a hundred times the loss penalty per Mbit/s of excess rate, and above the capacity (the 75 KB
-//!   buffer full, the RTT gradient 0) that penalty is all that stops the rate; measured delivered
-//!   bytes per MI vary by ±2 % at the same rate and turned those comparisons into coin flips (the
-//!   flow ran to 2–10 times the capacity), so the own part is the exact `x·(1 − L)` and above the
-//!   capacity both probes score the cap. In a group (`n > 1`) a total within `band` (ε, the probe
-//!   step) of the cap counts as the cap (`min(total/(1 − ε), cap)`): a probe below a full
-//!   bottleneck scores the full one, so taking another member's share earns nothing and the loss
-//!   and RTT penalties decide, while capacity another flow left earns `d/n` per Mbit/s. A
-//!   slow-start MI whose RTT gradient passed the filter (the queue is building) is capped at the
-//!   largest total measured before it: the MI that fills the queue measures more than the
+//!   cap)`, `x·(1 − L)` the MI's rate times its own delivered fraction. A lone flow's `cap` is the
+//!   largest throughput it measured over the last `cap_window` (10) MIs: with `d = 1000` one
+//!   Mbit/s is worth 1000 utility units, a hundred times the loss penalty per Mbit/s of excess
+//!   rate, and above the capacity (the 75 KB buffer full, the RTT gradient 0) that penalty is all
+//!   that stops the rate; measured delivered bytes per MI vary by ±2 % at the same rate and
+//!   turned those comparisons into coin flips (the flow ran to 2–10 times the capacity), so the
+//!   own part is the exact `x·(1 − L)` and above the capacity both probes score the cap. In a
+//!   group (`n > 1`) `cap` is the median of the group's measured totals over the last 10 MIs (the
+//!   bottleneck's capacity as the group sees it; the largest total is an outlier of the others'
+//!   part as often as not), and the bottleneck counts as full when the measured total is within
+//!   `band` (ε) of it — decided once per probing round, by its first probe, with the round's
+//!   cap. A full bottleneck scores `T_avg = cap/n` for every probe of the round: taking another
+//!   member's share earns nothing and the loss and RTT penalties decide, as in Vivace; below a
+//!   full bottleneck a faster probe earns `d/n` per Mbit/s of its own. With the largest total as
+//!   the cap and the band applied per probe, the larger of two flows saw "not full" more often
+//!   (its own −ε probe is a larger part of the total), kept earning `d/n` and took 90 % of the
+//!   link. A slow-start MI whose RTT gradient passed the filter (the queue is building) is capped
+//!   at the largest total measured before it: the MI that fills the queue measures more than the
 //!   capacity for a moment, and that reward carried slow start to three to six times the
 //!   capacity. Project choices; docs/results/vivace-distributed.md has the figures.
 //! - **Hold until the first aggregate** (Algorithm 1, lines 8–10): the flow sends at its initial
@@ -215,7 +219,7 @@ pub struct DistributedUtility {
     own: VecDeque<(u64, f64)>,
     /// What each recent MI was scored with: (MI id, the others' part of `T_avg` as (others' sum
     /// in bytes/s, n) or `None` for plain Vivace, the throughput cap in bytes/s).
-    scored: VecDeque<(u64, Others, f64)>,
+    scored: VecDeque<(u64, Others, f64, bool)>,
     /// Measured delivered throughput of the last `cap_window` scored MIs, bytes/s.
     measured: VecDeque<f64>,
     /// MIs over which the throughput cap is the maximum measured throughput.
@@ -223,17 +227,21 @@ pub struct DistributedUtility {
     mode: Option<Mode>,
     next_mi: u64,
     /// The current probing round: (last probe's MI id, its others' part, probes scored).
-    round: Option<(u64, Others, usize)>,
+    round: Option<(u64, Round, usize)>,
     /// Probe pairs per round (the engine's `probe-pairs`).
     pub probe_pairs: u32,
-    /// Saturation band: a group total within this fraction of the cap counts as the cap
-    /// (the probe step ε, so a probe below a full bottleneck scores the full one).
+    /// Saturation band: a group total within this fraction of the cap means a full
+    /// bottleneck (the probe step ε).
     pub band: f64,
 }
 
 /// The others' part of `T_avg`: (sum of the other members' values in bytes/s, n), `None` when
 /// the term is dropped.
 type Others = Option<(f64, u32)>;
+
+/// What the probes of one round share: the others' part, whether the bottleneck is full, the
+/// cap (bytes/s).
+type Round = (Others, bool, f64);
 
 /// How many publications and scored MIs the utility remembers.
 const MEMORY: usize = 64;
@@ -337,15 +345,14 @@ impl DistributedUtility {
     /// re-runs) share the part the round's first probe read, so the others' own variation
     /// between two MIs (tens of Mbit/s for CUBIC flows over one RTT) does not decide the
     /// comparison; every other MI reads the fresh reply.
-    fn round_others(&mut self, mi: &MiStats, fresh: Others) -> Others {
+    fn round_others(&mut self, mi: &MiStats, fresh: Round) -> Round {
         let pairs = self.probe_pairs.max(1) as usize;
+        let same = |r: &Round| r.0.is_some() == fresh.0.is_some();
         match mi.role {
             Role::Probe { .. } => match self.round {
-                Some((last, o, count))
-                    if mi.id == last + 1 && count < 2 * pairs && o.is_some() == fresh.is_some() =>
-                {
-                    self.round = Some((mi.id, o, count + 1));
-                    o
+                Some((last, r, count)) if mi.id == last + 1 && count < 2 * pairs && same(&r) => {
+                    self.round = Some((mi.id, r, count + 1));
+                    r
                 }
                 _ => {
                     self.round = Some((mi.id, fresh, 1));
@@ -353,9 +360,9 @@ impl DistributedUtility {
                 }
             },
             Role::Check { .. } => match self.round {
-                Some((_, o, _)) if o.is_some() == fresh.is_some() => {
-                    self.round = Some((mi.id, o, usize::MAX));
-                    o
+                Some((_, r, _)) if same(&r) => {
+                    self.round = Some((mi.id, r, usize::MAX));
+                    r
                 }
                 _ => fresh,
             },
@@ -368,20 +375,33 @@ impl DistributedUtility {
 
     /// `T_avg` (Mbit/s) for `mi`: fixed at its first scoring.
     fn t_avg(&mut self, mi: &MiStats) -> Option<f64> {
-        let (others, cap) = match self.scored.iter().find(|s| s.0 == mi.id) {
-            Some(&(_, o, cap)) => (o, cap),
+        let (others, cap, full) = match self.scored.iter().find(|s| s.0 == mi.id) {
+            Some(&(_, o, cap, full)) => (o, cap, full),
             None => {
                 let fresh = self.others();
                 // The group's total delivered throughput as this MI saw it: the others' part
                 // of the reply plus the MI's own measured throughput.
                 let others_sum = fresh.map_or(0.0, |(sum, _)| sum);
                 let before = self.measured.iter().copied().fold(0.0, f64::max);
-                self.measured.push_back(others_sum + mi.throughput());
-                let o = self.round_others(mi, fresh);
+                let total = others_sum + mi.throughput();
+                self.measured.push_back(total);
                 if self.measured.len() > self.cap_window {
                     self.measured.pop_front();
                 }
-                let mut cap = self.measured.iter().copied().fold(0.0, f64::max);
+                let group = fresh.is_some_and(|(_, n)| n > 1);
+                let mut cap = if group {
+                    median(&self.measured)
+                } else {
+                    self.measured.iter().copied().fold(0.0, f64::max)
+                };
+                // Whether the bottleneck is full: the group's measured total within `band` of
+                // the cap, decided once per probing round (by its first probe) so that a
+                // probe's own step does not decide it.
+                let full = group && total >= (1.0 - self.band) * cap;
+                let (o, full, round_cap) = self.round_others(mi, (fresh, full, cap));
+                if full {
+                    cap = round_cap;
+                }
                 // A slow-start MI that built a queue (its RTT gradient passed the filter) has
                 // reached the capacity: it is credited no more than the MIs before it
                 // delivered. Its measured throughput is the queue filling up (113 Mbit/s on
@@ -390,18 +410,37 @@ impl DistributedUtility {
                 if mi.role == Role::Start && mi.rtt_gradient > 0.0 && before > 0.0 {
                     cap = before;
                 }
-                self.scored.push_back((mi.id, o, cap));
+                self.scored.push_back((mi.id, o, cap, full));
                 if self.scored.len() > MEMORY {
                     self.scored.pop_front();
                 }
-                (o, cap)
+                (o, cap, full)
             }
         };
-        let band = self.band;
         others.map(|(sum, n)| {
-            let band = if n > 1 { band } else { 0.0 };
-            group_throughput(sum, mi, cap, band) / f64::from(n) / MBIT
+            let total = if full {
+                cap
+            } else {
+                group_throughput(sum, mi, cap)
+            };
+            total / f64::from(n) / MBIT
         })
+    }
+}
+
+/// The median of the recent group totals: the capacity a group sees, robust to the single
+/// high totals the others' part reaches when members' windows overlap badly.
+fn median(v: &VecDeque<f64>) -> f64 {
+    let mut v: Vec<f64> = v.iter().copied().collect();
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[m - 1] + v[m]) / 2.0
+    } else {
+        v[m]
     }
 }
 
@@ -415,18 +454,13 @@ pub fn scored_throughput(mi: &MiStats, cap: f64) -> f64 {
     (mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0)).min(cap)
 }
 
-/// The group's total delivered throughput an MI is scored with, bytes/s (eq. 2:
-/// `n·T_avg = S` below the capacity, `C` at or above it): the others' part `others_sum` plus
-/// the MI's own `x·(1 − L_own)`, capped by `cap`, the largest total the group delivered over
-/// the last few MIs (the bottleneck's capacity as the group measures it). A lone flow's total
-/// is its own throughput, so this is [`scored_throughput`] for `n = 1`. With every flow through
-/// the bottleneck in the group (§5.1, §7.6: the CUBIC flows' receivers publish too), a full
-/// bottleneck scores the same `C/n` at any own rate: taking throughput from another flow earns
-/// nothing, and the loss and RTT penalties decide; filling capacity another flow left earns `d/n`
-/// per Mbit/s.
-pub fn group_throughput(others_sum: f64, mi: &MiStats, cap: f64, band: f64) -> f64 {
-    let total = others_sum + mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0);
-    (total / (1.0 - band.clamp(0.0, 0.5))).min(cap)
+/// The group's total delivered throughput an MI is scored with below a full bottleneck,
+/// bytes/s (eq. 2: `n·T_avg = S` below the capacity, `C` at it): the others' part
+/// `others_sum` plus the MI's own `x·(1 − L_own)`, capped by `cap` (the capacity as the group
+/// measures it). A lone flow's total is its own throughput, so this is [`scored_throughput`]
+/// for `n = 1`; a group at a full bottleneck scores `cap` whatever its own rate.
+pub fn group_throughput(others_sum: f64, mi: &MiStats, cap: f64) -> f64 {
+    (others_sum + mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0)).min(cap)
 }
 
 /// A flow's delivered throughput over the last smoothed RTT, by acknowledgement time, updated
@@ -967,18 +1001,19 @@ mod tests {
                 .utility
                 .value(x, 0.0, 0.0)
         };
-        // Both probes score T_avg = C/n = 50 Mbit/s: only x^t separates them.
+        // Both probes score T_avg = C/n = 50 Mbit/s (C the median of the group's recent
+        // totals): only x^t separates them.
         assert!(((up - plain(42.0)) - 50_000.0).abs() < 1e-6, "{up}");
         assert!(((down - plain(38.0)) - 50_000.0).abs() < 1e-6, "{down}");
-        // The next round reads the fresh reply: the link is no longer full (50 + 38 < 95),
-        // and a faster probe earns d/n per Mbit/s of its own.
+        // The next round reads the fresh reply: the other member fell to 30 Mbit/s, the link
+        // is no longer full (30 + 42 against a median total of 94), and a faster probe earns
+        // d/n per Mbit/s of its own.
+        link.set(|f| f.others_value = 30.0 * MBIT);
+        u.publish(42.0 * MBIT);
         let a = u.utility(&mi(6, 42.0, 42.0, true)).unwrap() - plain(42.0);
         let b = u.utility(&mi(7, 38.0, 38.0, false)).unwrap() - plain(38.0);
-        assert!(
-            (a - 1000.0 * (50.0 + 42.0) / 0.95 / 2.0).abs() < 1e-6,
-            "{a}"
-        );
-        assert!((a - b - 1000.0 * 4.0 / 0.95 / 2.0).abs() < 1e-6, "{a} {b}");
+        assert!((a - 1000.0 * (30.0 + 42.0) / 2.0).abs() < 1e-6, "{a}");
+        assert!((a - b - 1000.0 * 4.0 / 2.0).abs() < 1e-6, "{a} {b}");
         // A lone flow has no band: its exact own throughput, up to the cap.
         let mut lone = DistributedUtility::new(
             DistributedConfig::default().vivace.utility,
