@@ -333,36 +333,39 @@ fn friendliness_against_cubic_table() {
 }
 
 /// 1,000 vivace-distributed senders of one JCCE group through one 1 Gbit/s bottleneck (30 ms,
-/// 750 KB), starting together; goodput share and fairness over the last 5 of 15 s.
+/// 750 KB), starting together; goodput share and fairness over the last 5 of 15 s; the same
+/// with 1,000 vivace senders for comparison.
 #[test]
 #[ignore = "measurement for docs/results/vivace-distributed.md (1,000 flows; minutes)"]
 fn fan_in_of_1000_senders() {
     let n = 1000;
     let secs = 15;
-    let algs = vec!["vivace-distributed"; n];
-    let mut s = dumbbell(&algs, 0.0, secs);
-    if let TopologySpec::Dumbbell(d) = &mut s.topology {
-        d.bottleneck = LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(13))
-            .with_buffer(Amount::Bytes(750_000));
+    for alg in ["vivace-distributed", "vivace"] {
+        let algs = vec![alg; n];
+        let mut s = dumbbell(&algs, 0.0, secs);
+        if let TopologySpec::Dumbbell(d) = &mut s.topology {
+            d.bottleneck = LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(13))
+                .with_buffer(Amount::Bytes(750_000));
+        }
+        s.output.step = Dur::ms(500);
+        let t = std::time::Instant::now();
+        let r = run(&s, Some(1)).unwrap();
+        let g: Vec<f64> = (0..n as u32)
+            .map(|f| (secs - 5..secs).map(|x| goodput(&r, f, x)).sum::<f64>() / 5.0)
+            .collect();
+        let sum: f64 = g.iter().sum();
+        let sq: f64 = g.iter().map(|v| v * v).sum();
+        let jain = sum * sum / (n as f64 * sq);
+        let (lo, hi) = g
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+        eprintln!(
+            "{n} {alg} senders: total goodput {sum:.1} Mbit/s, per flow {lo:.2}..{hi:.2} Mbit/s, Jain {jain:.3}, retransmits {}, agent reports {}, wall {:?}",
+            r.flows.iter().map(|f| f.retransmits).sum::<u64>(),
+            r.agent.reports,
+            t.elapsed()
+        );
     }
-    s.output.step = Dur::ms(500);
-    let t = std::time::Instant::now();
-    let r = run(&s, Some(1)).unwrap();
-    let g: Vec<f64> = (0..n as u32)
-        .map(|f| (secs - 5..secs).map(|x| goodput(&r, f, x)).sum::<f64>() / 5.0)
-        .collect();
-    let sum: f64 = g.iter().sum();
-    let sq: f64 = g.iter().map(|v| v * v).sum();
-    let jain = sum * sum / (n as f64 * sq);
-    let (lo, hi) = g
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
-    eprintln!(
-        "{n} senders: total goodput {sum:.1} Mbit/s, per flow {lo:.2}..{hi:.2} Mbit/s, Jain {jain:.3}, retransmits {}, agent reports {}, wall {:?}",
-        r.flows.iter().map(|f| f.retransmits).sum::<u64>(),
-        r.agent.reports,
-        t.elapsed()
-    );
 }
 
 /// Throughput of flows lasting 0.5-20 s (§7.5, Fig. 8): the mean goodput of a flow over its
