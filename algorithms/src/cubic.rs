@@ -59,7 +59,7 @@
 //! the shared [`WindowCore`]; this module only says how the window
 //! reacts.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::window::{self, WindowAlgorithm, WindowCore, packets};
@@ -302,23 +302,6 @@ impl Cubic {
         self.cwnd = next;
     }
 
-    fn adopt(&mut self, w: f64) {
-        if (w - self.cwnd).abs() < 1.0 {
-            return;
-        }
-        let w = w.clamp(self.floor(), MAX_CWND);
-        self.cwnd = w;
-        self.w_est = self.w_est.min(w);
-        if self.epoch.is_some() {
-            if w < self.ssthresh {
-                self.epoch = None;
-            } else {
-                let start = self.core.now_us() as f64 + self.core.rtt_us() as f64;
-                self.start_epoch_keeping_w_est(start);
-            }
-        }
-    }
-
     fn start_epoch_keeping_w_est(&mut self, start_us: f64) {
         let w_est = self.w_est;
         self.start_epoch(start_us);
@@ -327,6 +310,8 @@ impl Cubic {
 }
 
 impl WindowAlgorithm for Cubic {
+    type Window = f64;
+
     fn core_mut(&mut self) -> &mut WindowCore {
         &mut self.core
     }
@@ -381,43 +366,41 @@ impl WindowAlgorithm for Cubic {
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
+
+    fn window(&self) -> f64 {
+        self.cwnd
+    }
+
+    fn adopt(&mut self, w: f64) {
+        if (w - self.cwnd).abs() < 1.0 {
+            return;
+        }
+        let w = w.clamp(self.floor(), MAX_CWND);
+        self.cwnd = w;
+        self.w_est = self.w_est.min(w);
+        if self.epoch.is_some() {
+            if w < self.ssthresh {
+                self.epoch = None;
+            } else {
+                let start = self.core.now_us() as f64 + self.core.rtt_us() as f64;
+                self.start_epoch_keeping_w_est(start);
+            }
+        }
+    }
 }
 
 impl Controller for Cubic {
-    fn name(&self) -> &'static str {
-        "cubic"
-    }
-
-    fn mode(&self) -> ControlMode {
-        ControlMode::Window
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.start_window(start)
-    }
+    window::window_controller!("cubic");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         self.react(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        if let Some(w) = self.core.fused_window(fused) {
-            self.adopt(w);
-        }
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.cwnd.round().clamp(0.0, MAX_CWND) as u32
-    }
-
-    fn rate(&self) -> Option<u64> {
-        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::{ControlMode, FlowStart, Fused};
 
     const MSS: u64 = 1448;
     const MSSF: f64 = MSS as f64;

@@ -53,7 +53,7 @@
 //! `init-cwnd` and `min-cwnd` packets. ω is clamped to [0.01, 1000] (VBP splits give ω < 1),
 //! r_cos to [1, 100], θ to ≥ 0.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, WindowEvent, packets};
@@ -288,14 +288,11 @@ impl Paccp {
             self.cwnd = (self.cwnd + add).min(MAX_CWND);
         }
     }
-
-    fn adopt(&mut self, w: u64) {
-        let floor = self.floor();
-        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
-    }
 }
 
 impl WindowAlgorithm for Paccp {
+    type Window = u64;
+
     fn core_mut(&mut self) -> &mut WindowCore {
         &mut self.core
     }
@@ -332,20 +329,19 @@ impl WindowAlgorithm for Paccp {
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
+
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn adopt(&mut self, w: u64) {
+        let floor = self.floor();
+        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
+    }
 }
 
 impl Controller for Paccp {
-    fn name(&self) -> &'static str {
-        "paccp"
-    }
-
-    fn mode(&self) -> ControlMode {
-        ControlMode::Window
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.start_window(start)
-    }
+    window::window_controller!("paccp");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         match self.core.on_measurement(m) {
@@ -358,20 +354,6 @@ impl Controller for Paccp {
             event => self.apply(event),
         }
         Decision::cwnd(self.cwnd())
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        if let Some(w) = self.core.fused_window(fused) {
-            self.adopt(w);
-        }
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.cwnd.min(MAX_CWND) as u32
-    }
-
-    fn rate(&self) -> Option<u64> {
-        None
     }
 
     fn set_params(&mut self, params: &ParamSet) -> Result<(), String> {
@@ -457,6 +439,7 @@ pub fn normalized_utility(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::{FlowStart, Fused};
     use crate::reno::{Reno, RenoConfig};
 
     const MSS: u64 = 1448;

@@ -49,7 +49,7 @@
 //! The loss epoch, the timeout state, the RTT and the MSS are kept by the shared
 //! [`WindowCore`]; this module only says how the window reacts.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, packets};
@@ -184,14 +184,11 @@ impl Reno {
         self.adopt(cwnd.min(MAX_CWND));
         true
     }
-
-    fn adopt(&mut self, w: u64) {
-        let floor = self.floor();
-        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
-    }
 }
 
 impl WindowAlgorithm for Reno {
+    type Window = u64;
+
     fn core_mut(&mut self) -> &mut WindowCore {
         &mut self.core
     }
@@ -234,43 +231,29 @@ impl WindowAlgorithm for Reno {
         }
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
+
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn adopt(&mut self, w: u64) {
+        let floor = self.floor();
+        window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
+    }
 }
 
 impl Controller for Reno {
-    fn name(&self) -> &'static str {
-        "reno"
-    }
-
-    fn mode(&self) -> ControlMode {
-        ControlMode::Window
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.start_window(start)
-    }
+    window::window_controller!("reno");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         self.react(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        if let Some(w) = self.core.fused_window(fused) {
-            self.adopt(w);
-        }
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.cwnd.min(MAX_CWND) as u32
-    }
-
-    fn rate(&self) -> Option<u64> {
-        None
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::{ControlMode, FlowStart, Fused};
 
     const MSS: u64 = 1448;
     const RTT: u64 = 100_000;

@@ -79,11 +79,11 @@
 //!
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement};
 use crate::filters::Srtt;
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, MAX_CWND, WindowAlgorithm, WindowCore, packets};
+use crate::window::{self, WindowAlgorithm, WindowCore, packets};
 
 /// Every parameter of RTCP, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -508,6 +508,8 @@ impl Rtcp {
 }
 
 impl WindowAlgorithm for Rtcp {
+    type Window = u64;
+
     fn core_mut(&mut self) -> &mut WindowCore {
         &mut self.core
     }
@@ -549,20 +551,18 @@ impl WindowAlgorithm for Rtcp {
             self.next_epoch(now);
         }
     }
+
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn adopt(&mut self, w: u64) {
+        self.cwnd = w.clamp(self.floor(), self.ceiling());
+    }
 }
 
 impl Controller for Rtcp {
-    fn name(&self) -> &'static str {
-        "rtcp"
-    }
-
-    fn mode(&self) -> ControlMode {
-        ControlMode::Window
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.start_window(start)
-    }
+    window::window_controller!("rtcp");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         let event = self.core.on_measurement(m);
@@ -572,25 +572,12 @@ impl Controller for Rtcp {
         self.apply(event);
         Decision::cwnd(self.cwnd())
     }
-
-    fn calibrate(&mut self, fused: Fused) {
-        if let Some(w) = self.core.fused_window::<u64>(fused) {
-            self.cwnd = w.clamp(self.floor(), self.ceiling());
-        }
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.cwnd.min(MAX_CWND) as u32
-    }
-
-    fn rate(&self) -> Option<u64> {
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::{FlowStart, Fused};
 
     const MSS: u64 = 1448;
     const RTT: u64 = 100;

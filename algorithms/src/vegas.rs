@@ -46,7 +46,7 @@
 //! `min-cwnd` 2 packets (Reno's), `init-cwnd` 10 packets, `reports-per-rtt` 4. Out-of-range values are clamped: packets to ≥ 1, `beta` to ≥ `alpha`,
 //! `loss-beta` to [0, 1]. Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement};
 use crate::filters::{ReportClock, RoundCounter, Srtt, count_param};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
@@ -277,13 +277,11 @@ impl Vegas {
             self.ssthresh = self.ssthresh.min(self.cwnd);
         }
     }
-
-    fn adopt(&mut self, w: u64) {
-        self.cwnd = w.clamp(self.floor(), MAX_CWND);
-    }
 }
 
 impl WindowAlgorithm for Vegas {
+    type Window = u64;
+
     fn core_mut(&mut self) -> &mut WindowCore {
         &mut self.core
     }
@@ -322,20 +320,18 @@ impl WindowAlgorithm for Vegas {
             self.cwnd = (self.cwnd + acked.min(self.ssthresh - self.cwnd)).min(MAX_CWND);
         }
     }
+
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn adopt(&mut self, w: u64) {
+        self.cwnd = w.clamp(self.floor(), MAX_CWND);
+    }
 }
 
 impl Controller for Vegas {
-    fn name(&self) -> &'static str {
-        "vegas"
-    }
-
-    fn mode(&self) -> ControlMode {
-        ControlMode::Window
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.start_window(start)
-    }
+    window::window_controller!("vegas");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         let event = self.core.on_measurement(m);
@@ -366,26 +362,13 @@ impl Controller for Vegas {
             ..Decision::cwnd(self.cwnd())
         }
     }
-
-    fn calibrate(&mut self, fused: Fused) {
-        if let Some(w) = self.core.fused_window::<u64>(fused) {
-            self.adopt(w);
-        }
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.cwnd.min(MAX_CWND) as u32
-    }
-
-    fn rate(&self) -> Option<u64> {
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::controller::ReportPeriod;
+    use crate::controller::{ControlMode, FlowStart, Fused};
     use crate::filters::path::Path;
 
     const MSS: u64 = 1448;

@@ -230,8 +230,18 @@ impl WindowCore {
 /// each [`WindowEvent`]. [`WindowAlgorithm::start_window`] and [`WindowAlgorithm::react`] do the
 /// rest, alike for all.
 pub trait WindowAlgorithm: Controller {
+    /// The window as the algorithm keeps it: whole bytes (`u64`) or with fractions (`f64`).
+    type Window: WindowBytes;
+
     /// The shared window state.
     fn core_mut(&mut self) -> &mut WindowCore;
+
+    /// The congestion window, bytes.
+    fn window(&self) -> Self::Window;
+
+    /// Take the window `w` (bytes) from outside (PolyCC's `calibrate`), clamped as the algorithm
+    /// bounds its window.
+    fn adopt(&mut self, w: Self::Window);
 
     /// The algorithm's own state for a fresh flow (the core has just started).
     fn reset(&mut self);
@@ -268,7 +278,53 @@ pub trait WindowAlgorithm: Controller {
         self.apply(event);
         Decision::cwnd(self.cwnd())
     }
+
+    /// Adopt the window a fused value stands for ([`WindowCore::fused_window`]); a fused rate
+    /// before any RTT sample changes nothing.
+    fn calibrate_window(&mut self, fused: Fused) {
+        if let Some(w) = self.core_mut().fused_window(fused) {
+            self.adopt(w);
+        }
+    }
 }
+
+/// The [`Controller`] methods every [`WindowAlgorithm`] shares, to be written inside its
+/// `impl Controller` block: `name` (the literal given), `mode` (`ControlMode::Window`),
+/// `on_start` ([`WindowAlgorithm::start_window`]), `calibrate`
+/// ([`WindowAlgorithm::calibrate_window`]), `cwnd` ([`WindowAlgorithm::window`] as
+/// [`WindowBytes::to_cwnd`] rounds it) and `rate` (none). The block adds `on_measurement` and
+/// whatever else the algorithm overrides.
+macro_rules! window_controller {
+    ($name:literal) => {
+        fn name(&self) -> &'static str {
+            $name
+        }
+
+        fn mode(&self) -> $crate::controller::ControlMode {
+            $crate::controller::ControlMode::Window
+        }
+
+        fn on_start(
+            &mut self,
+            start: &$crate::controller::FlowStart,
+        ) -> $crate::controller::Decision {
+            $crate::window::WindowAlgorithm::start_window(self, start)
+        }
+
+        fn calibrate(&mut self, fused: $crate::controller::Fused) {
+            $crate::window::WindowAlgorithm::calibrate_window(self, fused)
+        }
+
+        fn cwnd(&self) -> u32 {
+            $crate::window::WindowBytes::to_cwnd($crate::window::WindowAlgorithm::window(self))
+        }
+
+        fn rate(&self) -> Option<u64> {
+            None
+        }
+    };
+}
+pub(crate) use window_controller;
 
 /// Take the window `w` (bytes) from outside (PolyCC's `calibrate`) into `cwnd`, clamped to
 /// `floor..=MAX_CWND`, and keep the congestion-avoidance byte counter `ca_acked` below it. An
@@ -288,6 +344,9 @@ pub trait WindowBytes: Copy {
 
     /// `rate · rtt`: the window that sends `rate` bytes/s over one `rtt_us`.
     fn from_rate(rate: u64, rtt_us: u64) -> Self;
+
+    /// The window a decision carries: whole bytes, capped at [`MAX_CWND`].
+    fn to_cwnd(self) -> u32;
 }
 
 impl WindowBytes for u64 {
@@ -300,6 +359,10 @@ impl WindowBytes for u64 {
         let w = u128::from(rate) * u128::from(rtt_us) / 1_000_000;
         w.min(u128::from(MAX_CWND)) as u64
     }
+
+    fn to_cwnd(self) -> u32 {
+        self.min(MAX_CWND) as u32
+    }
 }
 
 impl WindowBytes for f64 {
@@ -310,6 +373,11 @@ impl WindowBytes for f64 {
     /// Not capped: the algorithm clamps it as it adopts it.
     fn from_rate(rate: u64, rtt_us: u64) -> Self {
         rate as f64 * rtt_us as f64 / 1e6
+    }
+
+    /// Rounded to the nearest byte, within `0..=MAX_CWND`.
+    fn to_cwnd(self) -> u32 {
+        self.round().clamp(0.0, MAX_CWND as f64) as u32
     }
 }
 
