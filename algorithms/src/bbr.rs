@@ -747,38 +747,24 @@ mod tests {
     use super::*;
     use crate::controller::ReportPeriod;
     use crate::filters::path::Path;
+    use crate::test_support::{self, MSS, START, started};
 
-    const MSS: u64 = 1448;
     const RTT: u64 = 40_000;
 
     fn bbr(cfg: BbrConfig) -> Bbr {
-        let mut b = Bbr::new(cfg);
-        b.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        b
+        started(Bbr::new(cfg))
     }
 
     /// A report at `now`: `acked` bytes, `inflight` bytes outstanding, RTT `rtt`, delivery rate
     /// `rate`, a sender with data pending.
     fn report(now: u64, acked: u64, inflight: u64, rtt: u64, rate: u64) -> Measurement {
         Measurement {
-            now_us: now,
             interval_us: rtt / 4,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
             rtt_samples: 1,
             delivery_rate: rate,
             bytes_in_flight: inflight,
             bytes_pending: 1 << 30,
-            mss: MSS as u32,
-            ..Measurement::default()
+            ..test_support::report(now, acked, 0, rtt)
         }
     }
 
@@ -798,11 +784,7 @@ mod tests {
     #[test]
     fn starts_in_startup_pacing_the_initial_window_at_high_gain() {
         let mut b = Bbr::new(BbrConfig::default());
-        let d = b.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let d = b.on_start(&START);
         assert_eq!(
             (b.name(), b.mode(), b.state()),
             ("bbr", ControlMode::Rate, Mode::Startup)

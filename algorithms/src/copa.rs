@@ -624,18 +624,12 @@ mod tests {
     use super::*;
     use crate::controller::ReportPeriod;
     use crate::filters::path::Path;
+    use crate::test_support::{MSS, START, started};
 
-    const MSS: u64 = 1448;
     const RTT: u64 = 40_000;
 
     fn copa(cfg: CopaConfig) -> Copa {
-        let mut c = Copa::new(cfg);
-        c.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        c
+        started(Copa::new(cfg))
     }
 
     /// A report at `now` acknowledging `acked` bytes with RTT samples between `lo` and `hi`.
@@ -679,11 +673,7 @@ mod tests {
     #[test]
     fn starts_with_the_initial_window_then_paces_at_twice_cwnd_over_rtt() {
         let mut c = Copa::new(CopaConfig::default());
-        let d = c.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let d = c.on_start(&START);
         assert_eq!((c.name(), c.mode()), ("copa", ControlMode::Window));
         assert_eq!(
             (d.cwnd, d.rate, d.report),

@@ -401,42 +401,18 @@ impl Controller for Cubic {
 mod tests {
     use super::*;
     use crate::controller::{ControlMode, FlowStart, Fused};
+    use crate::test_support::{MSS, report, started};
 
-    const MSS: u64 = 1448;
     const MSSF: f64 = MSS as f64;
 
     fn cubic(cfg: CubicConfig) -> Cubic {
-        let mut c = Cubic::new(cfg);
-        c.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        c
+        started(Cubic::new(cfg))
     }
 
     fn no_friendly() -> CubicConfig {
         CubicConfig {
             tcp_friendly: false,
             ..CubicConfig::default()
-        }
-    }
-
-    /// A report at `now` acknowledging `acked` bytes, `lost` packets lost, RTT samples of `rtt`.
-    fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
-        Measurement {
-            now_us: now,
-            interval_us: rtt,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            lost_packets: lost,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
-            rtt_samples: (acked / MSS).max(1),
-            mss: MSS as u32,
-            ..Measurement::default()
         }
     }
 

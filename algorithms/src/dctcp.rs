@@ -257,38 +257,22 @@ impl Controller for Dctcp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{self, MSS, START, started};
 
-    const MSS: u64 = 1448;
     const RTT: u64 = 100;
 
     fn dctcp(cfg: DctcpConfig) -> Dctcp {
-        let mut d = Dctcp::new(cfg);
-        d.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        d
+        started(Dctcp::new(cfg))
     }
 
     /// A report at `now` acknowledging `acked` bytes of which `marked` were CE-echoed, with
     /// `inflight` bytes still in flight.
     fn report(now: u64, acked: u64, marked: u64, inflight: u64) -> Measurement {
         Measurement {
-            now_us: now,
-            interval_us: RTT,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
             ecn_bytes: marked,
             ecn_packets: marked / MSS,
-            rtt_min_us: RTT,
-            rtt_mean_us: RTT,
-            rtt_max_us: RTT,
-            rtt_last_us: RTT,
-            rtt_samples: (acked / MSS).max(1),
             bytes_in_flight: inflight,
-            mss: MSS as u32,
-            ..Measurement::default()
+            ..test_support::report(now, acked, 0, RTT)
         }
     }
 
@@ -299,11 +283,7 @@ mod tests {
     #[test]
     fn starts_as_reno_with_alpha_one() {
         let mut d = Dctcp::new(DctcpConfig::default());
-        let dec = d.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let dec = d.on_start(&START);
         assert_eq!(dec.cwnd, Some(10 * MSS as u32));
         assert_eq!(
             (d.name(), d.mode(), d.rate()),
@@ -446,11 +426,7 @@ mod tests {
     fn without_marks_it_is_reno_report_by_report() {
         let mut d = dctcp(DctcpConfig::default());
         let mut r = Reno::new(DctcpConfig::default().reno());
-        r.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        r.on_start(&START);
         let mut now = 0;
         for i in 0..300u64 {
             now += RTT / 2 + i % 7;

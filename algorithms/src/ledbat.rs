@@ -336,37 +336,21 @@ impl Controller for Ledbat {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{self, MSS, START, started};
 
-    const MSS: u64 = 1448;
     const BASE: u64 = 20_000;
     const MIN: u64 = BUCKET_US;
 
     fn ledbat(cfg: LedbatConfig) -> Ledbat {
-        let mut l = Ledbat::new(cfg);
-        l.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        l
+        started(Ledbat::new(cfg))
     }
 
     /// A report at `now` acknowledging `acked` bytes whose smallest RTT sample is `rtt`, with
     /// the window's worth minus `acked` still in flight.
     fn report(l: &Ledbat, now: u64, acked: u64, rtt: u64) -> Measurement {
         Measurement {
-            now_us: now,
-            interval_us: rtt,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
-            rtt_samples: (acked / MSS).max(1),
             bytes_in_flight: u64::from(l.cwnd()).saturating_sub(MSS),
-            mss: MSS as u32,
-            ..Measurement::default()
+            ..test_support::report(now, acked, 0, rtt)
         }
     }
 
@@ -381,11 +365,7 @@ mod tests {
     #[test]
     fn starts_with_two_packets_and_no_slow_start() {
         let mut l = Ledbat::new(LedbatConfig::default());
-        let d = l.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let d = l.on_start(&START);
         assert_eq!(d.cwnd, Some(2 * MSS as u32));
         assert_eq!(
             (l.name(), l.mode(), l.rate()),

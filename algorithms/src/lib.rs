@@ -38,6 +38,8 @@ pub mod program;
 pub mod registry;
 pub mod reno;
 pub mod rtcp;
+#[cfg(test)]
+mod test_support;
 pub mod timely;
 pub mod vegas;
 pub mod vivace;

@@ -439,10 +439,10 @@ pub fn normalized_utility(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::{FlowStart, Fused};
+    use crate::controller::Fused;
     use crate::reno::{Reno, RenoConfig};
+    use crate::test_support::{self, MSS, START, report};
 
-    const MSS: u64 = 1448;
     const RTT: u64 = 100_000;
 
     fn cfg(theta: f64, omega: f64) -> PaccpConfig {
@@ -454,30 +454,7 @@ mod tests {
     }
 
     fn started(c: PaccpConfig) -> Paccp {
-        let mut p = Paccp::new(c);
-        p.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        p
-    }
-
-    fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
-        Measurement {
-            now_us: now,
-            interval_us: rtt,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            lost_packets: lost,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
-            rtt_samples: (acked / MSS).max(1),
-            mss: MSS as u32,
-            ..Measurement::default()
-        }
+        test_support::started(Paccp::new(c))
     }
 
     /// A deterministic pseudo-random sequence (xorshift), so the comparison covers many shapes.
@@ -494,11 +471,7 @@ mod tests {
             let mut s = seed * 0x9E37_79B9;
             let mut p = started(cfg(0.0, 1.0));
             let mut r = Reno::new(RenoConfig::default());
-            r.on_start(&FlowStart {
-                mss: MSS as u32,
-                init_cwnd: 14480,
-                now_us: 0,
-            });
+            r.on_start(&START);
             let mut now = 0;
             for i in 0..3000 {
                 now += 1 + xorshift(&mut s) % (2 * RTT);

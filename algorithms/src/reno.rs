@@ -254,16 +254,12 @@ impl Controller for Reno {
 mod tests {
     use super::*;
     use crate::controller::{ControlMode, FlowStart, Fused};
+    use crate::test_support::{MSS, START, report};
 
-    const MSS: u64 = 1448;
     const RTT: u64 = 100_000;
 
     fn start(r: &mut Reno) -> Decision {
-        r.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        })
+        r.on_start(&START)
     }
 
     fn reno(cfg: RenoConfig) -> Reno {
@@ -276,24 +272,6 @@ mod tests {
         RenoConfig {
             ss_thresh: bytes,
             ..RenoConfig::default()
-        }
-    }
-
-    /// A report at `now` acknowledging `acked` bytes, `lost` packets lost, RTT samples of `rtt`.
-    fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
-        Measurement {
-            now_us: now,
-            interval_us: rtt,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            lost_packets: lost,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
-            rtt_samples: (acked / MSS).max(1),
-            mss: MSS as u32,
-            ..Measurement::default()
         }
     }
 

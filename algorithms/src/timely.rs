@@ -403,18 +403,13 @@ impl Controller for Timely {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{START, started};
 
     const MBIT: f64 = 125_000.0; // bytes/s
     const DELTA: f64 = 10.0 * MBIT;
 
     fn timely(cfg: TimelyConfig) -> Timely {
-        let mut t = Timely::new(cfg);
-        t.on_start(&FlowStart {
-            mss: 1448,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        t
+        started(Timely::new(cfg))
     }
 
     fn at(rate_mbit: f64) -> Timely {
@@ -447,11 +442,7 @@ mod tests {
     #[test]
     fn starts_at_line_rate_paced_with_a_cap() {
         let mut t = Timely::new(TimelyConfig::default());
-        let d = t.on_start(&FlowStart {
-            mss: 1448,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let d = t.on_start(&START);
         assert_eq!(d.rate, Some(1_250_000_000));
         // 2 · 10 Gbit/s · 500 µs.
         assert_eq!(d.cwnd, Some(1_250_000));

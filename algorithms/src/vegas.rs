@@ -367,37 +367,21 @@ impl Controller for Vegas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::ReportPeriod;
-    use crate::controller::{ControlMode, FlowStart, Fused};
+    use crate::controller::{ControlMode, Fused, ReportPeriod};
     use crate::filters::path::Path;
+    use crate::test_support::{self, MSS, START, started};
 
-    const MSS: u64 = 1448;
     const BASE: u64 = 40_000;
 
     fn vegas(cfg: VegasConfig) -> Vegas {
-        let mut v = Vegas::new(cfg);
-        v.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
-        v
+        started(Vegas::new(cfg))
     }
 
     fn report(now: u64, acked: u64, inflight: u64, rtt: u64) -> Measurement {
         Measurement {
-            now_us: now,
             interval_us: rtt / 4,
-            acked_bytes: acked,
-            acked_packets: acked / MSS,
-            rtt_min_us: rtt,
-            rtt_mean_us: rtt,
-            rtt_max_us: rtt,
-            rtt_last_us: rtt,
-            rtt_samples: (acked / MSS).max(1),
             bytes_in_flight: inflight,
-            mss: MSS as u32,
-            ..Measurement::default()
+            ..test_support::report(now, acked, 0, rtt)
         }
     }
 
@@ -419,11 +403,7 @@ mod tests {
     #[test]
     fn starts_with_the_initial_window_and_asks_for_quarter_rtt_reports() {
         let mut v = Vegas::new(VegasConfig::default());
-        let d = v.on_start(&FlowStart {
-            mss: MSS as u32,
-            init_cwnd: 14480,
-            now_us: 0,
-        });
+        let d = v.on_start(&START);
         assert_eq!(d.cwnd, Some(10 * MSS as u32));
         assert_eq!((d.rate, d.report), (None, None));
         assert_eq!(
