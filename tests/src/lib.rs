@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod vivace_link;
+
 /// Path of a binary of this workspace, built in the same profile as the running test.
 pub fn workspace_bin(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;

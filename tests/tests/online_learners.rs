@@ -10,43 +10,15 @@
 //! Each test prints what it measured. The simulator is deterministic, so the seeds below give the
 //! same figures on every run; the bounds are set from the spread across those seeds, and say why.
 
-use ccp_sim::scenario::{
-    Amount, DumbbellSpec, Dur, FlowSpec, LinkSpec, Rate, Scenario, TopologySpec, example,
-};
+use ccp_sim::scenario::Dur;
 use ccp_sim::{SimResult, run};
+use ccp_tests::vivace_link::{dumbbell, goodput};
 
-const MBIT: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
 /// The bottleneck, bytes/s.
 const CAPACITY: f64 = 12_500_000.0;
-/// The papers' buffer.
-const BUFFER: Amount = Amount::Bytes(75_000);
 /// Seeds of the random-loss runs: the simulator's (wire losses) and vivace's (probing order).
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=8;
-
-/// A dumbbell of one sender per algorithm: 100 Mbit/s bottleneck with `loss`, 30 ms base RTT
-/// (1 + 13 + 1 ms each way), 1 Gbit/s access links.
-fn dumbbell(algs: &[&str], loss: f64, secs: u64) -> Scenario {
-    let mut s = example("dumbbell").unwrap();
-    s.duration = Dur::secs(secs);
-    let mut bottleneck =
-        LinkSpec::new(Rate::from_bits(100 * MBIT), Dur::ms(13)).with_buffer(BUFFER);
-    bottleneck.loss = loss;
-    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
-        senders: algs.len() as u32,
-        receivers: None,
-        bottleneck,
-        access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
-        sender_delays: vec![],
-    });
-    s.flows = algs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| FlowSpec::bulk(&format!("s{i}"), &format!("r{i}"), a))
-        .collect();
-    s.output.step = Dur::ms(100);
-    s
-}
 
 /// Utilisation of the bottleneck in (from, to] s: bytes it put on the wire (headers included) /
 /// what it could have.
@@ -57,16 +29,6 @@ fn utilisation(r: &SimResult, from: u64, to: u64) -> f64 {
         .map(|s| s.tx_bytes)
         .sum();
     tx as f64 / (CAPACITY * (to - from) as f64)
-}
-
-/// Mean goodput of flow `f` in second `sec`, Mbit/s.
-fn goodput(r: &SimResult, f: u32, sec: u64) -> f64 {
-    let xs: Vec<f64> = r
-        .flow_samples(f)
-        .filter(|x| x.time_ns > sec * SEC && x.time_ns <= (sec + 1) * SEC)
-        .map(|x| x.goodput_bps as f64 / 1e6)
-        .collect();
-    xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
 fn jain(x: &[f64]) -> f64 {

@@ -6,45 +6,11 @@
 //! - more throughput than PCC Vivace under random loss, 20 % more and a smaller run-to-run
 //!   deviation where Vivace's loss penalty takes over (5 %); the paper's full table is an
 //!   ignored test (under a minute in release).
-use ccp_sim::scenario::{
-    Amount, DumbbellSpec, Dur, FlowSpec, JcceSpec, LinkSpec, Rate, Scenario, TopologySpec, example,
-};
+use ccp_sim::scenario::{Amount, Dur, JcceSpec, LinkSpec, Rate, TopologySpec};
 use ccp_sim::{SimResult, run};
+use ccp_tests::vivace_link::{dumbbell, goodput};
 
 const MBIT: u64 = 1_000_000;
-const SEC: u64 = 1_000_000_000;
-const BUFFER: Amount = Amount::Bytes(75_000);
-
-fn dumbbell(algs: &[&str], loss: f64, secs: u64) -> Scenario {
-    let mut s = example("dumbbell").unwrap();
-    s.duration = Dur::secs(secs);
-    let mut bottleneck =
-        LinkSpec::new(Rate::from_bits(100 * MBIT), Dur::ms(13)).with_buffer(BUFFER);
-    bottleneck.loss = loss;
-    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
-        senders: algs.len() as u32,
-        receivers: None,
-        bottleneck,
-        access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
-        sender_delays: vec![],
-    });
-    s.flows = algs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| FlowSpec::bulk(&format!("s{i}"), &format!("r{i}"), a))
-        .collect();
-    s.output.step = Dur::ms(100);
-    s
-}
-
-fn goodput(r: &SimResult, f: u32, sec: u64) -> f64 {
-    let xs: Vec<f64> = r
-        .flow_samples(f)
-        .filter(|x| x.time_ns > sec * SEC && x.time_ns <= (sec + 1) * SEC)
-        .map(|x| x.goodput_bps as f64 / 1e6)
-        .collect();
-    xs.iter().sum::<f64>() / xs.len().max(1) as f64
-}
 
 /// Mean goodput of flow 0 over the run, Mbit/s.
 fn mean_goodput(r: &SimResult, secs: u64) -> f64 {
