@@ -34,6 +34,6 @@ pub mod tls;
 pub mod wire;
 
 pub use error::Error;
-pub use receiver::{ReceiverConfig, run_receiver};
+pub use receiver::{DEFAULT_MAX_ACK_DELAY, ReceiverConfig, run_receiver};
 pub use sender::{SenderConfig, run_sender};
 pub use summary::{ReceiverSummary, SenderSummary};

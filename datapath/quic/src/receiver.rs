@@ -30,7 +30,22 @@ pub struct ReceiverConfig {
     /// Largest IP MTU the receiver accepts and probes up to, bytes (default 1500: Ethernet's,
     /// and the emulator's).
     pub max_mtu: u16,
+    /// Longest time the receiver holds back the ACK of an ack-eliciting packet (RFC 9000
+    /// §13.2.1 and the `max_ack_delay` transport parameter, §18.2), whole milliseconds; it is
+    /// also what the receiver advertises, which the sender adds to its probe timeout
+    /// (RFC 9002 §6.2.1). Default [`DEFAULT_MAX_ACK_DELAY`].
+    pub max_ack_delay: Duration,
 }
+
+/// The receiver's default `max_ack_delay`: 1 ms, not RFC 9000's 25 ms (§18.2, s2n-quic's
+/// default). s2n-quic 1.91 acknowledges at once only every 10th ack-eliciting packet (a fixed
+/// packet tolerance), else when the ACK timer expires; at 25 ms a bulk flow therefore gets one
+/// ACK per 10 packets, too sparse for the agent's delay-based algorithms (Vivace fills the
+/// buffer). s2n-quic counts a deadline within its 1-ms timer granularity as passed, so 1 ms
+/// acknowledges about every packet that arrives alone: more ACKs (CPU at both ends, reverse
+/// traffic) for the per-packet feedback TCP-like algorithms expect. Measurements:
+/// docs/results/datapaths.md.
+pub const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(1);
 
 impl Default for ReceiverConfig {
     fn default() -> Self {
@@ -39,6 +54,7 @@ impl Default for ReceiverConfig {
             expect_flows: None,
             idle_timeout: None,
             max_mtu: 1500,
+            max_ack_delay: DEFAULT_MAX_ACK_DELAY,
         }
     }
 }
@@ -66,6 +82,15 @@ async fn serve(
     on_listen: &mut dyn FnMut(SocketAddr),
 ) -> Result<Vec<ReceiverSummary>, Error> {
     let serr = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
+    if !cfg.max_ack_delay.subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(Error::Config(format!(
+            "max_ack_delay {:?}: QUIC carries it in whole milliseconds",
+            cfg.max_ack_delay
+        )));
+    }
+    let limits = wide_limits()?
+        .with_max_ack_delay(cfg.max_ack_delay)
+        .map_err(|e| Error::Config(format!("max_ack_delay {:?}: {e}", cfg.max_ack_delay)))?;
     let tls = s2n_quic::provider::tls::rustls::Server::builder()
         .with_certificate(id.cert_pem.as_str(), id.key_pem.as_str())
         .and_then(|b| b.build())
@@ -83,7 +108,7 @@ async fn serve(
         .map_err(|e| serr(&e))?
         .with_io(io)
         .map_err(|e| serr(&e))?
-        .with_limits(wide_limits()?)
+        .with_limits(limits)
         .map_err(|e| serr(&e))?
         .start()
         .map_err(|e| serr(&e))?;

@@ -72,6 +72,13 @@ struct RecvArgs {
     /// Largest IP MTU to accept, bytes
     #[arg(long, default_value_t = 1500)]
     max_mtu: u16,
+    /// Acknowledge an ack-eliciting packet within this time, whole milliseconds (the QUIC
+    /// max_ack_delay transport parameter, RFC 9000 §13.2.1/§18.2). s2n-quic also acknowledges
+    /// every 10th packet at once and treats a deadline within 1 ms as due, so 1ms acknowledges
+    /// nearly every packet: the feedback the agent's algorithms expect. 25ms is RFC 9000's
+    /// default (one ACK per 10 packets in bulk transfer)
+    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "1ms")]
+    max_ack_delay: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -342,6 +349,7 @@ fn recv(a: RecvArgs) -> Result<()> {
         expect_flows: a.flows,
         idle_timeout: a.idle_timeout,
         max_mtu: a.max_mtu,
+        max_ack_delay: a.max_ack_delay,
     };
     let summaries = run_receiver(&cfg, &id, &stop, &mut |addr| {
         eprintln!("listening on {addr}")
