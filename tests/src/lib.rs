@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod emu_support;
 pub mod vivace_link;
 
 /// Path of a binary of this workspace, built in the same profile as the running test.

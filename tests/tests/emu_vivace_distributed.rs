@@ -15,16 +15,16 @@
 //! test's children and are stopped with it.
 
 use ccp_algorithms::aggregator::jcce;
-use ccp_emu::sys::set_congestion;
-use ccp_emu::testbed::RECEIVER_ADDR;
-use ccp_emu::{DelayConfig, EmuError, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_tests::emu_support::{
+    self, UdpFlow, join, tcp_connect, tcp_send_until, tcp_sink, wait_for_text,
+};
 use ccp_tests::{Agent, workspace_bin};
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bottleneck rate, bit/s.
@@ -39,56 +39,7 @@ const GROUP: u64 = 7;
 const PREFIX: &str = "emuvd";
 
 fn skip_reason() -> Option<String> {
-    if !ccp_emu::sys::is_root() {
-        return Some("needs root (creates network namespaces and TUN devices)".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("needs /dev/net/tun".into());
-    }
-    for bin in ["ccp-agent", "ccp-udp", "jcce"] {
-        if let Err(e) = workspace_bin(bin) {
-            return Some(format!("{e:#}"));
-        }
-    }
-    let ok = TcpListener::bind("127.0.0.1:0").is_ok_and(|l| set_congestion(&l, "cubic").is_ok());
-    if !ok {
-        return Some("the kernel has no cubic congestion control".into());
-    }
-    None
-}
-
-fn sys_err(what: &str) -> impl FnOnce(std::io::Error) -> EmuError + '_ {
-    move |e| EmuError::sys(what, e)
-}
-
-fn wait_for(child: &mut Child, what: &str, timeout: Duration) -> Result<(), String> {
-    let t0 = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) if s.success() => return Ok(()),
-            Ok(Some(s)) => return Err(format!("{what} exited with {s}")),
-            Ok(None) if t0.elapsed() > timeout => {
-                let _ = child.kill();
-                return Err(format!("{what} did not finish"));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("{what}: {e}")),
-        }
-    }
-}
-
-fn wait_for_text(path: &Path, text: &str, what: &str) -> Result<(), String> {
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .contains(text)
-    {
-        if t0.elapsed() > Duration::from_secs(10) {
-            return Err(format!("{what} did not start"));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
+    emu_support::skip_reason(&["ccp-agent", "ccp-udp", "jcce"], &["cubic"])
 }
 
 /// `jcce serve` on the host side, killed when dropped.
@@ -148,12 +99,6 @@ impl Drop for Service {
 }
 
 /// The vivace-distributed flow over ccp-udp from sender `host` to `port`.
-struct UdpFlow {
-    recv: Child,
-    send: Child,
-    json: PathBuf,
-}
-
 fn start_udp(
     tb: &Testbed,
     agent: &Agent,
@@ -162,61 +107,12 @@ fn start_udp(
     alg: &str,
     port: u16,
 ) -> Result<UdpFlow, String> {
-    let udp = workspace_bin("ccp-udp").map_err(|e| e.to_string())?;
-    let to = format!("{RECEIVER_ADDR}:{port}");
-    let recv_err = dir.join(format!("recv-{port}.err"));
-    let f = std::fs::File::create(&recv_err).map_err(|e| e.to_string())?;
-    let recv = tb
-        .spawn(
-            tb.receiver(),
-            Command::new(&udp)
-                .args(["recv", "--listen", &to, "--flows", "1"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(f),
-        )
-        .map_err(|e| e.to_string())?;
-    wait_for_text(&recv_err, "listening on ", "ccp-udp recv")?;
-    let json = dir.join(format!("send-{port}.json"));
-    let send = tb
-        .spawn(
-            &tb.senders()[host],
-            Command::new(&udp)
-                .args(["send", "--to", &to, "--alg", alg])
-                .args(["--time", &format!("{}ms", (FLOW_SECS * 1e3) as u64)])
-                .arg("--agent")
-                .arg(&agent.socket)
-                .arg("--socket")
-                .arg(dir.join(format!("dp-{port}.sock")))
-                .args(["--trace-interval", "100ms", "--log-level", "warn", "--json"])
-                .arg(&json)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        )
-        .map_err(|e| e.to_string())?;
-    Ok(UdpFlow { recv, send, json })
+    emu_support::start_udp(tb, agent, dir, host, alg, port, FLOW_SECS)
 }
 
 /// Mbit/s a ccp-udp flow delivered in the window, from its trace.
-fn udp_rate(mut f: UdpFlow) -> Result<f64, String> {
-    wait_for(&mut f.send, "ccp-udp send", Duration::from_secs(30))?;
-    wait_for(&mut f.recv, "ccp-udp recv", Duration::from_secs(10))?;
-    let text = std::fs::read_to_string(&f.json).map_err(|e| e.to_string())?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let trace: Vec<(f64, f64)> = v["flows"][0]["trace"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| Some((s["t_s"].as_f64()?, s["delivered_bytes"].as_f64()?)))
-                .filter(|s| (FROM_S..=TO_S).contains(&s.0))
-                .collect()
-        })
-        .unwrap_or_default();
-    match (trace.first(), trace.last()) {
-        (Some(a), Some(b)) if b.0 > a.0 => Ok((b.1 - a.1) * 8.0 / (b.0 - a.0) / 1e6),
-        _ => Err(format!("no trace in the window: {text:.300}")),
-    }
+fn udp_rate(f: UdpFlow) -> Result<f64, String> {
+    emu_support::udp_rate(f, FROM_S, TO_S)
 }
 
 /// What one case measured.
@@ -248,24 +144,8 @@ fn run_case(
     let mut readers = vec![];
     for i in 0..n {
         let p = port + i as u16;
-        let listener = tb
-            .receiver()
-            .run_inside(move || TcpListener::bind((RECEIVER_ADDR, p)).map_err(sys_err("bind")))
-            .map_err(|e| e.to_string())?;
-        let received = Arc::new(AtomicU64::new(0));
-        let counter = received.clone();
-        readers.push(std::thread::spawn(move || -> std::io::Result<()> {
-            let (mut s, _) = listener.accept()?;
-            let mut buf = vec![0u8; 1 << 16];
-            loop {
-                match s.read(&mut buf)? {
-                    0 => return Ok(()),
-                    n => {
-                        counter.fetch_add(n as u64, Ordering::Relaxed);
-                    }
-                }
-            }
-        }));
+        let (received, reader) = tcp_sink(tb, p)?;
+        readers.push(reader);
         counters.push(received);
     }
     // The receivers' publisher: every 10 ms, each CUBIC flow's bytes read over the last 40 ms.
@@ -312,22 +192,11 @@ fn run_case(
     let mut senders = vec![];
     for i in 0..n {
         let p = port + i as u16;
-        let stream = tb.senders()[1 + i]
-            .run_inside(move || {
-                let s = TcpStream::connect((RECEIVER_ADDR, p)).map_err(sys_err("connect"))?;
-                set_congestion(&s, "cubic").map_err(sys_err("setsockopt(TCP_CONGESTION)"))?;
-                Ok(s)
-            })
-            .map_err(|e| e.to_string())?;
-        let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-        senders.push(std::thread::spawn(move || -> std::io::Result<()> {
-            let chunk = vec![0x5au8; 1 << 16];
-            let end = t0 + Duration::from_secs_f64(FLOW_SECS);
-            while Instant::now() < end {
-                writer.write_all(&chunk)?;
-            }
-            writer.shutdown(Shutdown::Write)
-        }));
+        let stream = tcp_connect(tb, 1 + i, p, "cubic")?;
+        senders.push(tcp_send_until(
+            &stream,
+            t0 + Duration::from_secs_f64(FLOW_SECS),
+        )?);
     }
     let at = |s: f64| {
         std::thread::sleep(
@@ -346,14 +215,10 @@ fn run_case(
         .collect();
     let vd = udp_rate(udp)?;
     for s in senders {
-        s.join()
-            .map_err(|_| "sender panicked".to_string())?
-            .map_err(|e| e.to_string())?;
+        join(s, "sender")?;
     }
     for r in readers {
-        r.join()
-            .map_err(|_| "reader panicked".to_string())?
-            .map_err(|e| e.to_string())?;
+        join(r, "reader")?;
     }
     stop.store(true, Ordering::Relaxed);
     let (published, answered) = publisher
