@@ -41,11 +41,12 @@
 
 use ccp_emu::sys::{congestion, set_congestion, tcp_info};
 use ccp_emu::testbed::RECEIVER_ADDR;
-use ccp_emu::{DelayConfig, EmuError, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_tests::emu_support::{sys_err, tcp_connect};
 use ccp_tests::{Agent, workspace_bin};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -252,10 +253,6 @@ fn kernel_cc_loads(cc: &str) -> bool {
         return false;
     };
     set_congestion(&l, cc).is_ok()
-}
-
-fn sys_err(what: &str) -> impl FnOnce(std::io::Error) -> EmuError + '_ {
-    move |e| EmuError::sys(what, e)
 }
 
 fn failed(what: impl std::fmt::Display) -> NoTable {
@@ -626,14 +623,9 @@ fn kernel(
             }
         }
     });
-    let stream = tb.senders()[0]
-        .run_inside(move || {
-            let s = TcpStream::connect((RECEIVER_ADDR, port)).map_err(sys_err("connect"))?;
-            // Before the first byte: the flow starts in the new algorithm's initial state.
-            set_congestion(&s, cc).map_err(sys_err("setsockopt(TCP_CONGESTION)"))?;
-            Ok(s)
-        })
-        .map_err(failed)?;
+    // The congestion control is set before the first byte: the flow starts in the new
+    // algorithm's initial state.
+    let stream = tcp_connect(tb, 0, port, cc).map_err(failed)?;
     let got = congestion(&stream);
     if got.as_deref() != Some(cc) {
         return Err(failed(format!("the kernel socket runs {got:?}, not {cc}")));
