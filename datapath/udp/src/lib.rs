@@ -20,7 +20,8 @@
 //!   the received packet numbers;
 //! * [`io`]: sockets, GSO/GRO, ECN, batched system calls (the only `unsafe` code);
 //! * [`reno`]: [`reno::BuiltinReno`]; [`relay`]: a seeded lossy relay for tests;
-//! * [`summary`]: per-flow reports and trace CSV; [`error`]: [`Error`].
+//! * [`summary`]: per-flow reports and trace CSV; [`error`]: [`Error`];
+//! * [`cli`]: command-line option groups and helpers the datapath binaries share.
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
@@ -42,6 +43,7 @@
 
 pub mod cc;
 pub mod ccp;
+pub mod cli;
 pub mod error;
 pub mod io;
 pub mod pacing;

@@ -5,14 +5,14 @@ use ccp_quic::controller::Factory;
 use ccp_quic::summary::{ReceiverSummary, SenderSummary};
 use ccp_quic::{ReceiverConfig, SenderConfig, run_receiver, run_sender};
 use ccp_udp::cc::{FlowController, FlowMeta};
-use ccp_udp::ccp::{BackendKind, CcpConfig, ControlPlane};
+use ccp_udp::cli::{
+    CcpArgs, FlowArgs, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
+};
 use ccp_udp::reno::BuiltinReno;
-use ccp_udp::{Amount, FlowSpec};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// Bulk transfers over QUIC (s2n-quic, TLS 1.3 by rustls), congestion-controlled by ccp-agent
@@ -30,18 +30,8 @@ use std::time::{Duration, Instant};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Log format
-    #[arg(long, value_enum, default_value = "text", global = true)]
-    log_format: LogFormat,
-    /// Log filter (tracing env-filter syntax)
-    #[arg(long, default_value = "info", global = true)]
-    log_level: String,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,112 +80,21 @@ struct SendArgs {
     /// --handshake-timeout for the file to appear
     #[arg(long)]
     cert: PathBuf,
-    /// Bytes per flow, e.g. 100M or 1GiB
-    #[arg(long, value_parser = ccp_units::parse_bytes, conflicts_with = "time")]
-    bytes: Option<u64>,
-    /// Duration per flow instead of a size, e.g. 30s
-    #[arg(long, value_parser = ccp_units::parse_duration)]
-    time: Option<Duration>,
-    /// Number of flows like the above
-    #[arg(long, default_value_t = 1)]
-    flows: usize,
-    /// Algorithm the flows ask the agent for, optionally with parameters: cubic or
-    /// cubic:beta=0.8 (default: the agent's choice)
-    #[arg(long, default_value = "")]
-    alg: String,
-    /// A flow of its own, repeatable: alg=NAME[:k=v;k=v],bytes=SIZE|time=DUR[,start=DUR][,cap=RATE]
-    /// e.g. --flow alg=cubic:beta=0.8,bytes=50M (replaces --flows/--bytes/--time)
-    #[arg(long = "flow", value_name = "SPEC")]
-    flow_specs: Vec<String>,
-    /// The agent's unix socket
-    #[arg(long, default_value = "/tmp/ccp/agent.sock")]
-    agent: PathBuf,
-    /// This datapath's unix socket (default: beside the agent's)
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// libccp implementation: the C libccp (as in ccp-kernel) or the project's engine
-    #[arg(long, default_value = "libccp")]
-    backend: BackendKind,
-    /// No agent at all: every flow runs the built-in Reno
-    #[arg(long)]
-    no_ccp: bool,
+    #[command(flatten)]
+    flows: FlowArgs,
+    #[command(flatten)]
+    ccp: CcpArgs,
     /// Maximum UDP payload per datagram (QUIC packet size), bytes; at least 1200
     #[arg(long, default_value_t = 1448)]
     mss: u32,
     /// Initial window, packets
     #[arg(long, default_value_t = 10)]
     init_cwnd: u32,
-    /// Write the per-flow summaries (with traces) as JSON here
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write the cwnd/rate trace of every flow as CSV here
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// Trace sampling interval, e.g. 10ms
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10ms")]
-    trace_interval: Duration,
+    #[command(flatten)]
+    out: OutputArgs,
     /// Give up if no receiver answers within this time
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
     handshake_timeout: Duration,
-}
-
-fn init_logs(cli: &Cli) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Json => b.json().flatten_event(true).init(),
-        LogFormat::Text => b.init(),
-    }
-}
-
-/// Stop on Ctrl-C / SIGTERM.
-fn stop_flag() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
-    Ok(stop)
-}
-
-fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
-    let mut f = FlowSpec {
-        amount: Amount::Bytes(0),
-        algorithm: String::new(),
-        start_after: Duration::ZERO,
-        rate_cap: None,
-    };
-    let mut amount = None;
-    for part in spec.split(',') {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("--flow {spec:?}: expected key=value pairs, got {part:?}"))?;
-        let bad = |e: String| anyhow::anyhow!("--flow {spec:?}: {k}: {e}");
-        match k.trim() {
-            // Parameters inside alg= are separated by ';' (',' separates the fields here).
-            "alg" => f.algorithm = v.trim().replace(';', ","),
-            "bytes" => amount = Some(Amount::Bytes(ccp_units::parse_bytes(v).map_err(bad)?)),
-            "time" => amount = Some(Amount::Duration(ccp_units::parse_duration(v).map_err(bad)?)),
-            "start" => f.start_after = ccp_units::parse_duration(v).map_err(bad)?,
-            "cap" => f.rate_cap = Some(ccp_units::parse_rate(v).map_err(bad)?),
-            other => bail!(
-                "--flow {spec:?}: unknown key {other:?}; expected alg, bytes, time, start, cap"
-            ),
-        }
-    }
-    f.amount =
-        amount.with_context(|| format!("--flow {spec:?}: needs bytes=SIZE or time=DURATION"))?;
-    Ok(f)
-}
-
-fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(v)?)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }
 
 fn print_sender(s: &SenderSummary) {
@@ -256,31 +155,7 @@ fn read_cert(path: &Path, wait: Duration) -> Result<String> {
 
 fn send(a: SendArgs) -> Result<()> {
     let stop = stop_flag()?;
-    let flows: Vec<FlowSpec> = if a.flow_specs.is_empty() {
-        let amount = match (a.bytes, a.time) {
-            (Some(b), _) => Amount::Bytes(b),
-            (None, Some(t)) => Amount::Duration(t),
-            (None, None) => {
-                bail!("say how much to send: --bytes SIZE or --time DURATION (or --flow specs)")
-            }
-        };
-        if a.flows == 0 {
-            bail!("--flows must be at least 1");
-        }
-        (0..a.flows)
-            .map(|_| FlowSpec {
-                amount,
-                algorithm: a.alg.clone(),
-                start_after: Duration::ZERO,
-                rate_cap: None,
-            })
-            .collect()
-    } else {
-        a.flow_specs
-            .iter()
-            .map(|s| parse_flow_spec(s))
-            .collect::<Result<_>>()?
-    };
+    let flows = a.flows.specs()?;
     let cfg = SenderConfig {
         dest: a.to,
         cert_pem: read_cert(&a.cert, a.handshake_timeout)?,
@@ -288,19 +163,10 @@ fn send(a: SendArgs) -> Result<()> {
         init_cwnd_pkts: a.init_cwnd,
         flows,
         handshake_timeout: a.handshake_timeout,
-        trace_interval: a.trace_interval,
+        trace_interval: a.out.trace_interval,
         ..SenderConfig::default()
     };
-    let plane = if a.no_ccp {
-        None
-    } else {
-        Some(Arc::new(ControlPlane::start(CcpConfig {
-            agent_socket: a.agent.clone(),
-            local_socket: a.socket.clone(),
-            backend: a.backend,
-            ..CcpConfig::default()
-        })?))
-    };
+    let plane = a.ccp.start()?.map(Arc::new);
     let factory: Factory = {
         let plane = plane.clone();
         Arc::new(move |m: &FlowMeta| -> Box<dyn FlowController> {
@@ -315,20 +181,16 @@ fn send(a: SendArgs) -> Result<()> {
         print_sender(s);
     }
     if let Some(p) = &plane {
-        let c = p.counters();
-        println!(
-            "ccp: {} messages to the agent, {} from it, {} undeliverable, {} fallbacks, {} returns",
-            c.sent, c.agent_messages, c.send_failures, c.fallbacks, c.returns
-        );
+        print_ccp_counters(&p.counters());
     }
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.out.json {
         let counters = plane.as_ref().map(|p| p.counters());
         write_json(
             path,
             &serde_json::json!({ "flows": summaries, "ccp": counters }),
         )?;
     }
-    if let Some(path) = &a.csv {
+    if let Some(path) = &a.out.csv {
         ccp_quic::summary::write_trace_csv(path, &summaries)
             .with_context(|| format!("writing {}", path.display()))?;
     }
@@ -373,7 +235,7 @@ fn recv(a: RecvArgs) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    init_logs(&cli);
+    cli.log.init();
     match cli.command {
         Command::Send(a) => send(a),
         Command::Recv(a) => recv(a),

@@ -1,0 +1,225 @@
+//! Command-line pieces shared by the datapath binaries (`ccp-udp` and `ccp-quic`): clap
+//! argument groups to `#[command(flatten)]` into a binary's own arguments, and the helpers
+//! every binary needs (logging, the stop flag, `--flow` specs, JSON output).
+//!
+//! The groups keep the flag names, defaults and help texts of `ccp-udp`'s original options, so
+//! both binaries accept the same command lines for the options they share.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::ccp::{BackendKind, CcpConfig, CcpCounters, ControlPlane};
+use crate::sender::{Amount, FlowSpec};
+
+/// Log output format: human-readable lines (`text`) or one JSON object per event (`json`).
+// The variants have no doc comments: clap would list them in the help texts, which stay as
+// they were.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `--log-format` and `--log-level`, global to all subcommands.
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    /// Log format
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+    /// Log filter (tracing env-filter syntax)
+    #[arg(long, default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+impl LogArgs {
+    /// Installs the global tracing subscriber, writing to stderr; an invalid filter falls back
+    /// to `info`.
+    pub fn init(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let b = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        match self.log_format {
+            LogFormat::Json => b.json().flatten_event(true).init(),
+            LogFormat::Text => b.init(),
+        }
+    }
+}
+
+/// What the sender sends: `--bytes`/`--time` × `--flows` with `--alg`, or `--flow` specs.
+#[derive(Args, Debug)]
+pub struct FlowArgs {
+    /// Bytes per flow, e.g. 100M or 1GiB
+    #[arg(long, value_parser = ccp_units::parse_bytes, conflicts_with = "time")]
+    pub bytes: Option<u64>,
+    /// Duration per flow instead of a size, e.g. 30s
+    #[arg(long, value_parser = ccp_units::parse_duration)]
+    pub time: Option<Duration>,
+    /// Number of flows like the above
+    #[arg(long, default_value_t = 1)]
+    pub flows: usize,
+    /// Algorithm the flows ask the agent for, optionally with parameters: cubic or
+    /// cubic:beta=0.8 (default: the agent's choice)
+    #[arg(long, default_value = "")]
+    pub alg: String,
+    /// A flow of its own, repeatable: alg=NAME[:k=v;k=v],bytes=SIZE|time=DUR[,start=DUR][,cap=RATE]
+    /// e.g. --flow alg=cubic:beta=0.8,bytes=50M (replaces --flows/--bytes/--time)
+    #[arg(long = "flow", value_name = "SPEC")]
+    pub flow_specs: Vec<String>,
+}
+
+impl FlowArgs {
+    /// The flows these options describe.
+    pub fn specs(&self) -> Result<Vec<FlowSpec>> {
+        if !self.flow_specs.is_empty() {
+            return self.flow_specs.iter().map(|s| parse_flow_spec(s)).collect();
+        }
+        let amount = match (self.bytes, self.time) {
+            (Some(b), _) => Amount::Bytes(b),
+            (None, Some(t)) => Amount::Duration(t),
+            (None, None) => {
+                bail!("say how much to send: --bytes SIZE or --time DURATION (or --flow specs)")
+            }
+        };
+        if self.flows == 0 {
+            bail!("--flows must be at least 1");
+        }
+        Ok((0..self.flows)
+            .map(|_| FlowSpec {
+                amount,
+                algorithm: self.alg.clone(),
+                start_after: Duration::ZERO,
+                rate_cap: None,
+            })
+            .collect())
+    }
+}
+
+/// Parses one `--flow` spec: `alg=NAME[:k=v;k=v],bytes=SIZE|time=DUR[,start=DUR][,cap=RATE]`.
+pub fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
+    let mut f = FlowSpec {
+        amount: Amount::Bytes(0),
+        algorithm: String::new(),
+        start_after: Duration::ZERO,
+        rate_cap: None,
+    };
+    let mut amount = None;
+    for part in spec.split(',') {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("--flow {spec:?}: expected key=value pairs, got {part:?}"))?;
+        let bad = |e: String| anyhow::anyhow!("--flow {spec:?}: {k}: {e}");
+        match k.trim() {
+            // Parameters inside alg= are separated by ';' (',' separates the fields here).
+            "alg" => f.algorithm = v.trim().replace(';', ","),
+            "bytes" => amount = Some(Amount::Bytes(ccp_units::parse_bytes(v).map_err(bad)?)),
+            "time" => amount = Some(Amount::Duration(ccp_units::parse_duration(v).map_err(bad)?)),
+            "start" => f.start_after = ccp_units::parse_duration(v).map_err(bad)?,
+            "cap" => f.rate_cap = Some(ccp_units::parse_rate(v).map_err(bad)?),
+            other => bail!(
+                "--flow {spec:?}: unknown key {other:?}; expected alg, bytes, time, start, cap"
+            ),
+        }
+    }
+    f.amount =
+        amount.with_context(|| format!("--flow {spec:?}: needs bytes=SIZE or time=DURATION"))?;
+    Ok(f)
+}
+
+/// How the sender reaches the agent: `--agent`, `--socket`, `--backend`, `--no-ccp`.
+#[derive(Args, Debug)]
+pub struct CcpArgs {
+    /// The agent's unix socket
+    #[arg(long, default_value = "/tmp/ccp/agent.sock")]
+    pub agent: PathBuf,
+    /// This datapath's unix socket (default: beside the agent's)
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// libccp implementation: the C libccp (as in ccp-kernel) or the project's engine
+    #[arg(long, default_value = "libccp")]
+    pub backend: BackendKind,
+    /// No agent at all: every flow runs the built-in Reno
+    #[arg(long)]
+    pub no_ccp: bool,
+}
+
+impl CcpArgs {
+    /// Starts the control plane these options ask for (None with `--no-ccp`).
+    pub fn start(&self) -> Result<Option<ControlPlane>> {
+        if self.no_ccp {
+            return Ok(None);
+        }
+        Ok(Some(ControlPlane::start(CcpConfig {
+            agent_socket: self.agent.clone(),
+            local_socket: self.socket.clone(),
+            backend: self.backend,
+            ..CcpConfig::default()
+        })?))
+    }
+}
+
+/// Prints the control plane's message counters after a run.
+pub fn print_ccp_counters(c: &CcpCounters) {
+    println!(
+        "ccp: {} messages to the agent, {} from it, {} undeliverable, {} fallbacks, {} returns",
+        c.sent, c.agent_messages, c.send_failures, c.fallbacks, c.returns
+    );
+}
+
+/// The sender's outputs: `--json`, `--csv`, `--trace-interval`.
+#[derive(Args, Debug)]
+pub struct OutputArgs {
+    /// Write the per-flow summaries (with traces) as JSON here
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the cwnd/rate trace of every flow as CSV here
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Trace sampling interval, e.g. 10ms
+    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10ms")]
+    pub trace_interval: Duration,
+}
+
+/// A flag set on Ctrl-C (SIGINT) or SIGTERM.
+pub fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+/// Writes `v` as pretty JSON to `path`, through a temporary file renamed into place so readers
+/// never see a partial file.
+pub fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(v)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_spec_fields() {
+        let f = parse_flow_spec("alg=cubic:beta=0.8;c=0.4,bytes=50M,start=2s,cap=10Mbit").unwrap();
+        assert_eq!(f.algorithm, "cubic:beta=0.8,c=0.4");
+        assert!(matches!(f.amount, Amount::Bytes(b) if b > 0));
+        assert_eq!(f.start_after, Duration::from_secs(2));
+        assert!(f.rate_cap.is_some());
+        assert!(
+            parse_flow_spec("alg=cubic").is_err(),
+            "an amount is required"
+        );
+        assert!(parse_flow_spec("alg=cubic,bytes=1M,color=red").is_err());
+    }
+}
