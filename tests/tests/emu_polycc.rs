@@ -20,6 +20,7 @@
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::trace::Schedule;
 use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_tests::emu_support;
 use ccp_tests::{Agent, workspace_bin};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -39,18 +40,7 @@ const PREFIX: &str = "emupcc";
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn skip_reason() -> Option<String> {
-    if !ccp_emu::sys::is_root() {
-        return Some("needs root (creates network namespaces and TUN devices)".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("needs /dev/net/tun".into());
-    }
-    for bin in ["ccp-agent", "ccp-udp"] {
-        if let Err(e) = workspace_bin(bin) {
-            return Some(format!("{e:#}"));
-        }
-    }
-    None
+    emu_support::skip_reason(&["ccp-agent", "ccp-udp"], &[])
 }
 
 /// One trace sample of a ccp-udp flow: (seconds since the handshake, bytes in flight, delivered

@@ -27,6 +27,7 @@
 
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_tests::emu_support;
 use ccp_tests::{Agent, workspace_bin};
 use ccp_udp::pattern::{hash_hex, stream_hash};
 use serde_json::Value;
@@ -332,18 +333,7 @@ const EMU_RATE_BPS: u64 = 20_000_000;
 const PREFIX: &str = "quice";
 
 fn emu_skip_reason() -> Option<String> {
-    if !ccp_emu::sys::is_root() {
-        return Some("needs root (creates network namespaces and TUN devices)".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("needs /dev/net/tun".into());
-    }
-    for bin in ["ccp-agent", "ccp-quic"] {
-        if let Err(e) = workspace_bin(bin) {
-            return Some(format!("{e:#}"));
-        }
-    }
-    None
+    emu_support::skip_reason(&["ccp-agent", "ccp-quic"], &[])
 }
 
 #[test]
