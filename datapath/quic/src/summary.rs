@@ -1,10 +1,10 @@
 //! What a finished QUIC flow reports. The field names and units are those of the udp
 //! datapath's summaries (`ccp_udp::summary`) wherever the quantity exists in both, so tools
 //! read either; QUIC-only quantities have fields of their own. Trace samples are
-//! [`ccp_udp::summary::TraceSample`]s, and [`ccp_udp::summary::write_trace_csv`]'s CSV layout is
-//! reproduced by [`write_trace_csv`].
+//! [`ccp_udp::summary::TraceSample`]s, and [`write_trace_csv`] writes them with
+//! [`ccp_udp::summary::write_trace_rows`], in the udp datapath's CSV layout.
 
-use ccp_udp::summary::{TRACE_CSV_HEADER, TraceSample};
+use ccp_udp::summary::{TRACE_CSV_HEADER, TraceSample, write_trace_rows};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 
@@ -110,25 +110,12 @@ pub struct ReceiverSummary {
 }
 
 /// Writes the traces of `flows` as one CSV table with the udp datapath's
-/// [`TRACE_CSV_HEADER`] to `path`.
+/// [`TRACE_CSV_HEADER`] and row layout ([`ccp_udp::summary::write_trace_rows`]) to `path`.
 pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
     let mut w = io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(w, "{TRACE_CSV_HEADER}")?;
     for f in flows {
-        for s in &f.trace {
-            writeln!(
-                w,
-                "{:08x},{:.6},{},{},{},{},{},{}",
-                f.flow_id,
-                s.t_s,
-                s.cwnd_bytes,
-                s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
-                s.srtt_us,
-                s.bytes_in_flight,
-                s.delivered_bytes,
-                s.controller.replace(',', ";")
-            )?;
-        }
+        write_trace_rows(&mut w, f.flow_id, &f.trace)?;
     }
     w.flush()
 }

@@ -145,22 +145,28 @@ pub const TRACE_CSV_HEADER: &str =
 impl SenderSummary {
     /// Writes this flow's trace as CSV rows (without header).
     pub fn write_trace_rows(&self, w: &mut dyn Write) -> io::Result<()> {
-        for s in &self.trace {
-            writeln!(
-                w,
-                "{:08x},{:.6},{},{},{},{},{},{}",
-                self.flow_id,
-                s.t_s,
-                s.cwnd_bytes,
-                s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
-                s.srtt_us,
-                s.bytes_in_flight,
-                s.delivered_bytes,
-                csv_field(&s.controller)
-            )?;
-        }
-        Ok(())
+        write_trace_rows(w, self.flow_id, &self.trace)
     }
+}
+
+/// Writes the samples of the flow `flow_id` as CSV rows under [`TRACE_CSV_HEADER`] (without
+/// the header). Any datapath's trace uses this layout.
+pub fn write_trace_rows(w: &mut dyn Write, flow_id: u32, trace: &[TraceSample]) -> io::Result<()> {
+    for s in trace {
+        writeln!(
+            w,
+            "{:08x},{:.6},{},{},{},{},{},{}",
+            flow_id,
+            s.t_s,
+            s.cwnd_bytes,
+            s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
+            s.srtt_us,
+            s.bytes_in_flight,
+            s.delivered_bytes,
+            csv_field(&s.controller)
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes the traces of `flows` as one CSV table with [`TRACE_CSV_HEADER`] to `w`.
