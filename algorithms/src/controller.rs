@@ -146,6 +146,46 @@ pub enum Fused {
     Rate(u64),
 }
 
+/// The [`Controller`] methods of a wrapper that adds hooks around another controller, to be
+/// written inside its `impl Controller` block: `name`, `mode`, `on_start`, `calibrate`, `cwnd`,
+/// `rate` and `set_params` go to the wrapped controller in the field `inner`. The block adds
+/// `on_measurement`, where the hooks run.
+macro_rules! forward_to_inner {
+    () => {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+
+        fn mode(&self) -> $crate::controller::ControlMode {
+            self.inner.mode()
+        }
+
+        fn on_start(
+            &mut self,
+            start: &$crate::controller::FlowStart,
+        ) -> $crate::controller::Decision {
+            self.inner.on_start(start)
+        }
+
+        fn calibrate(&mut self, fused: $crate::controller::Fused) {
+            self.inner.calibrate(fused)
+        }
+
+        fn cwnd(&self) -> u32 {
+            self.inner.cwnd()
+        }
+
+        fn rate(&self) -> Option<u64> {
+            self.inner.rate()
+        }
+
+        fn set_params(&mut self, params: &$crate::params::ParamSet) -> Result<(), String> {
+            self.inner.set_params(params)
+        }
+    };
+}
+pub(crate) use forward_to_inner;
+
 /// A congestion control algorithm, as the rest of the project sees it.
 pub trait Controller: Send {
     /// The algorithm's registry name (e.g. "reno").

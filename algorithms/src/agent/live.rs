@@ -12,7 +12,7 @@
 
 use crate::agent::pricing::FlowSlot;
 use crate::agent::rules::FlowKey;
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement, forward_to_inner};
 use crate::params::ParamSet;
 use crate::registry::AlgorithmSpec;
 use std::collections::BTreeMap;
@@ -167,17 +167,7 @@ struct Live {
 }
 
 impl Controller for Live {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn mode(&self) -> ControlMode {
-        self.inner.mode()
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.inner.on_start(start)
-    }
+    forward_to_inner!();
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         if let Some(p) = self.slot.take()
@@ -186,22 +176,6 @@ impl Controller for Live {
             warn!(id = self.id, error = %e, "could not change a flow's parameters");
         }
         self.inner.on_measurement(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        self.inner.calibrate(fused)
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.inner.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        self.inner.rate()
-    }
-
-    fn set_params(&mut self, params: &ParamSet) -> Result<(), String> {
-        self.inner.set_params(params)
     }
 }
 
@@ -214,6 +188,7 @@ impl Drop for Live {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::FlowStart;
     use crate::registry;
 
     fn key(src: &str, port: u32) -> FlowKey {

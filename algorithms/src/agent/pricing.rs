@@ -66,7 +66,7 @@
 use crate::adapter::TimeSource;
 use crate::agent::rules::{FlowKey, Match, Prefix, one_or_many, parse_match};
 use crate::config::{ConfigError, ConfigErrors, Document, Node, Value, check_keys, join};
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, Measurement, forward_to_inner};
 use crate::params::{ParamSet, Unit};
 use crate::registry::AlgorithmSpec;
 use std::collections::{BTreeMap, HashMap};
@@ -1077,17 +1077,7 @@ struct Priced {
 }
 
 impl Controller for Priced {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn mode(&self) -> ControlMode {
-        self.inner.mode()
-    }
-
-    fn on_start(&mut self, start: &FlowStart) -> Decision {
-        self.inner.on_start(start)
-    }
+    forward_to_inner!();
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         self.slot.bytes.fetch_add(m.acked_bytes, Ordering::Relaxed);
@@ -1098,22 +1088,6 @@ impl Controller for Priced {
             warn!(error = %e, "could not change a priced flow's parameters");
         }
         self.inner.on_measurement(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        self.inner.calibrate(fused)
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.inner.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        self.inner.rate()
-    }
-
-    fn set_params(&mut self, params: &ParamSet) -> Result<(), String> {
-        self.inner.set_params(params)
     }
 }
 
