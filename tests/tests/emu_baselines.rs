@@ -41,7 +41,7 @@
 
 use ccp_emu::sys::{congestion, set_congestion, tcp_info};
 use ccp_emu::testbed::RECEIVER_ADDR;
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::emu_support::{sys_err, tcp_connect};
 use ccp_tests::{Agent, workspace_bin};
 use std::fmt::Write as _;
@@ -383,16 +383,14 @@ fn measure() -> Result<Table, NoTable> {
     let dir = tempfile::tempdir().map_err(failed)?;
     let table = {
         let tb = Testbed::new(TestbedConfig {
-            senders: 1,
-            uplink: Some(
-                LinkConfig::rate(RATE_BPS / 8)
-                    .with_queue(QueueConfig::droptail_packets(BUFFER_PACKETS)),
-            ),
-            downlink: None,
-            delay: DelayConfig::fixed(Duration::from_millis(ONE_WAY_MS)),
             name_prefix: PREFIX.into(),
             command_line: "tests/emu_baselines.rs".into(),
-            ..Default::default()
+            ..TestbedConfig::dumbbell(
+                1,
+                RATE_BPS,
+                BUFFER_PACKETS,
+                Duration::from_millis(ONE_WAY_MS),
+            )
         })
         .map_err(failed)?;
         let stats = dir.path().join("agent-stats.json");

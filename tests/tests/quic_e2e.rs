@@ -26,7 +26,7 @@
 //! hercules flow made 54.5–54.7 Mbit/s for a mean pacing rate of 58.5–58.6 Mbit/s. The whole file runs in about 20 s.
 
 use ccp_emu::testbed::RECEIVER_ADDR;
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::emu_support;
 use ccp_tests::{Agent, workspace_bin};
 use ccp_udp::pattern::{hash_hex, stream_hash};
@@ -349,15 +349,9 @@ fn emulated_link_four_algorithms_intact_and_near_capacity() {
     let mut goodputs: Vec<(String, f64, f64)> = vec![];
     {
         let tb = Testbed::new(TestbedConfig {
-            senders: 1,
-            uplink: Some(
-                LinkConfig::rate(EMU_RATE_BPS / 8).with_queue(QueueConfig::droptail_packets(100)),
-            ),
-            downlink: None,
-            delay: DelayConfig::fixed(Duration::from_millis(10)),
             name_prefix: PREFIX.into(),
             command_line: "tests/quic_e2e.rs".into(),
-            ..Default::default()
+            ..TestbedConfig::dumbbell(1, EMU_RATE_BPS, 100, Duration::from_millis(10))
         })
         .unwrap();
         for (i, alg) in ALGS.iter().enumerate() {

@@ -20,7 +20,7 @@
 use ccp_bpf::harness::{PrivateBpffs, count_bytes, set_congestion, transfer};
 use ccp_bpf::{LoadOptions, load, read_counters};
 use ccp_emu::testbed::RECEIVER_ADDR;
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::Agent;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -210,16 +210,14 @@ fn kernel_tcp_under_the_agent_through_bpf() {
     let t_all = Instant::now();
     {
         let tb = Testbed::new(TestbedConfig {
-            senders: 1,
-            uplink: Some(
-                LinkConfig::rate(RATE_BPS / 8)
-                    .with_queue(QueueConfig::droptail_packets(BUFFER_PACKETS)),
-            ),
-            downlink: None,
-            delay: DelayConfig::fixed(Duration::from_millis(ONE_WAY_MS)),
             name_prefix: PREFIX.into(),
             command_line: "datapath/bpf/tests/kernel_tcp.rs".into(),
-            ..Default::default()
+            ..TestbedConfig::dumbbell(
+                1,
+                RATE_BPS,
+                BUFFER_PACKETS,
+                Duration::from_millis(ONE_WAY_MS),
+            )
         })
         .expect("testbed");
         let agent_stats = dir.path().join("agent.json");

@@ -68,6 +68,29 @@ impl Default for TestbedConfig {
     }
 }
 
+impl TestbedConfig {
+    /// The dumbbell most experiments use: `senders` hosts share one bottleneck of `rate_bps`
+    /// bit/s towards the receiver with a drop-tail buffer of `buffer_packets`, the return path
+    /// is infinitely fast, and each direction has the fixed one-way delay `one_way`. The other
+    /// fields are the defaults; set `name_prefix` and `command_line` on top.
+    pub fn dumbbell(
+        senders: usize,
+        rate_bps: u64,
+        buffer_packets: u32,
+        one_way: std::time::Duration,
+    ) -> TestbedConfig {
+        TestbedConfig {
+            senders,
+            uplink: Some(
+                LinkConfig::rate(rate_bps / 8)
+                    .with_queue(crate::queue::QueueConfig::droptail_packets(buffer_packets)),
+            ),
+            delay: DelayConfig::fixed(one_way),
+            ..TestbedConfig::default()
+        }
+    }
+}
+
 /// One host of the testbed.
 pub struct Host {
     /// `receiver` or `sender1`, `sender2`, ...
