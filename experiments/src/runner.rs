@@ -210,7 +210,9 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
             todo.len()
         ));
     }
-    if todo.iter().any(|r| r.backend == "emu")
+    if todo
+        .iter()
+        .any(|r| r.backend == "emu" || r.backend == "quic")
         && let Some(why) = crate::backend::emu::unavailable_here()
     {
         return Err(ExpError::Backend(
@@ -220,12 +222,16 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     let mut machine = Machine::here();
     if todo
         .iter()
-        .any(|r| r.backend == "udp" || r.backend == "emu")
+        .any(|r| matches!(r.backend.as_str(), "udp" | "emu" | "quic"))
     {
         for b in ["ccp-agent", "ccp-udp"] {
             let p = opts.bins.find(b)?;
             machine.add_binary(b, &p);
         }
+    }
+    if todo.iter().any(|r| r.backend == "quic") {
+        let p = opts.bins.find("ccp-quic")?;
+        machine.add_binary("ccp-quic", &p);
     }
 
     let (parallel, serial): (Vec<&PlanRun>, Vec<&PlanRun>) = todo

@@ -102,10 +102,10 @@ fn link_config(d: &Direction) -> Result<Option<LinkConfig>, BackendError> {
 pub fn unavailable_here() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("backend emu needs root (network namespaces and TUN devices)".into());
+        return Some("backends emu and quic need root (network namespaces and TUN devices)".into());
     }
     if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("backend emu needs /dev/net/tun".into());
+        return Some("backends emu and quic need /dev/net/tun".into());
     }
     None
 }
@@ -217,14 +217,13 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
     let mut cmd = sender_command(
         &udp_bin,
         &format!("{receiver}:{PORT}"),
-        &agent_sock,
         &sockdir,
         r,
         &flows,
+        &t.send_args,
         &raw,
     )?;
-    cmd.args(&t.send_args)
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(file(&raw.join("send.out"))?)
         .stderr(file(&raw.join("send.err"))?);
     let sender = &tb.senders()[0];

@@ -281,7 +281,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         recv_addr.clone()
     };
 
-    let mut cmd = sender_command(&udp_bin, &target, &agent_sock, &sockdir, r, &flows, &raw)?;
+    let mut cmd = sender_command(&udp_bin, &target, &sockdir, r, &flows, &[], &raw)?;
     let mut send = Proc::spawn(
         "ccp-udp send",
         cmd.stdout(file(&raw.join("send.out"))?)
@@ -392,21 +392,23 @@ pub(crate) fn to_run_data(
 }
 
 /// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
-/// The `ccp-udp send` command of a run (every flow of the recipe, the agent's socket, JSON
-/// summary into `raw`), with its arguments recorded in `raw/send.args`.
+/// The `ccp-udp send` command of a run (every flow of the recipe, the agent's socket
+/// `agent.sock` and the datapath's socket in `sockdir`, JSON
+/// summary into `raw`, then the transport's own `extra` arguments), with all its arguments
+/// recorded in `raw/send.args`.
 pub(crate) fn sender_command(
     udp_bin: &Path,
     target: &str,
-    agent_sock: &Path,
     sockdir: &Path,
     r: &crate::recipe::Recipe,
     flows: &[String],
+    extra: &[std::ffi::OsString],
     raw: &Path,
 ) -> Result<Command, BackendError> {
     let mut cmd = Command::new(udp_bin);
     cmd.args(["send", "--to", target])
         .arg("--agent")
-        .arg(agent_sock)
+        .arg(sockdir.join("agent.sock"))
         .arg("--socket")
         .arg(sockdir.join("datapath.sock"))
         .args(["--log-level", "warn"])
@@ -421,6 +423,7 @@ pub(crate) fn sender_command(
     for f in flows {
         cmd.args(["--flow", f]);
     }
+    cmd.args(extra);
     let args: Vec<String> = cmd
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
