@@ -496,108 +496,98 @@ impl Reader<'_> {
         self.err(n, field, format!("expected {expected}, got {text:?}"));
     }
 
+    /// A scalar read by `parse`, which gets the text and returns `None` when it does not fit;
+    /// then the error says what was `expected`.
+    fn parsed<T>(
+        &mut self,
+        n: &Node,
+        field: &str,
+        expected: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Option<T> {
+        let t = self.scalar(n, field, expected)?;
+        let v = parse(t);
+        if v.is_none() {
+            self.bad(n, field, expected, t);
+        }
+        v
+    }
+
     /// A duration, µs (a unit is required unless the value is 0).
     pub fn duration(&mut self, n: &Node, field: &str) -> Option<u64> {
-        let t = self.scalar(n, field, DURATION)?;
-        let bare = t.trim().parse::<f64>().is_ok();
-        match ccp_units::Unit::Micros.parse(t) {
-            Ok(v) if !bare || v == 0.0 => Some(v.round() as u64),
-            _ => {
-                self.bad(n, field, DURATION, t);
-                None
-            }
-        }
+        self.parsed(n, field, DURATION, |t| {
+            let bare = t.trim().parse::<f64>().is_ok();
+            let v = ccp_units::Unit::Micros.parse(t).ok()?;
+            (!bare || v == 0.0).then(|| v.round() as u64)
+        })
     }
 
     /// A rate, bytes/s (a unit is required).
     pub fn rate(&mut self, n: &Node, field: &str) -> Option<u64> {
-        let t = self.scalar(n, field, RATE)?;
-        let bare = t.trim().parse::<f64>().is_ok();
-        match ccp_units::Unit::Rate.parse(t) {
-            Ok(v) if !bare && v >= 1.0 => Some(v.round() as u64),
-            _ => {
-                self.bad(n, field, RATE, t);
-                None
-            }
-        }
+        self.parsed(n, field, RATE, |t| {
+            let bare = t.trim().parse::<f64>().is_ok();
+            let v = ccp_units::Unit::Rate.parse(t).ok()?;
+            (!bare && v >= 1.0).then(|| v.round() as u64)
+        })
     }
 
     /// A size, bytes (positive).
     pub fn size(&mut self, n: &Node, field: &str) -> Option<u64> {
-        let t = self.scalar(n, field, SIZE)?;
-        match ccp_units::parse_bytes(t) {
-            Ok(v) if v > 0 => Some(v),
-            _ => {
-                self.bad(n, field, SIZE, t);
-                None
-            }
-        }
+        self.parsed(n, field, SIZE, |t| {
+            ccp_units::parse_bytes(t).ok().filter(|&v| v > 0)
+        })
     }
 
     /// A probability in [0, 1).
     pub fn prob(&mut self, n: &Node, field: &str) -> Option<f64> {
-        let t = self.scalar(n, field, PROB)?;
-        match t.trim().parse::<f64>() {
-            Ok(v) if (0.0..1.0).contains(&v) => Some(v),
-            _ => {
-                self.bad(n, field, PROB, t);
-                None
-            }
-        }
+        self.parsed(n, field, PROB, |t| {
+            t.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..1.0).contains(v))
+        })
     }
 
     /// A number in `lo..=hi`.
     pub fn number(&mut self, n: &Node, field: &str, lo: f64, hi: f64) -> Option<f64> {
         let expected = format!("a number from {lo} to {hi}");
-        let t = self.scalar(n, field, &expected)?;
-        match t.trim().parse::<f64>() {
-            Ok(v) if v >= lo && v <= hi => Some(v),
-            _ => {
-                self.bad(n, field, &expected, t);
-                None
-            }
-        }
+        self.parsed(n, field, &expected, |t| {
+            t.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| *v >= lo && *v <= hi)
+        })
     }
 
     /// A whole number in `lo..=hi`.
     pub fn count(&mut self, n: &Node, field: &str, lo: u64, hi: u64) -> Option<u64> {
         let expected = format!("a whole number from {lo} to {hi}");
-        let t = self.scalar(n, field, &expected)?;
-        match t.trim().parse::<u64>() {
-            Ok(v) if v >= lo && v <= hi => Some(v),
-            _ => {
-                self.bad(n, field, &expected, t);
-                None
-            }
-        }
+        self.parsed(n, field, &expected, |t| {
+            t.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|v| (lo..=hi).contains(v))
+        })
     }
 
     /// `true` or `false`.
     pub fn boolean(&mut self, n: &Node, field: &str) -> Option<bool> {
-        let t = self.scalar(n, field, "true or false")?;
-        match t.trim() {
+        self.parsed(n, field, "true or false", |t| match t.trim() {
             "true" | "yes" | "on" => Some(true),
             "false" | "no" | "off" => Some(false),
-            _ => {
-                self.bad(n, field, "true or false", t);
-                None
-            }
-        }
+            _ => None,
+        })
     }
 
     /// A label: letters, digits, `_`, `-`, `.`.
     pub fn label(&mut self, n: &Node, field: &str) -> Option<String> {
         const FORM: &str = "a label of letters, digits, '_', '-' and '.'";
-        let t = self.scalar(n, field, FORM)?;
-        if !t.is_empty()
-            && t.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        {
-            Some(t.to_string())
-        } else {
-            self.bad(n, field, FORM, t);
-            None
-        }
+        self.parsed(n, field, FORM, |t| {
+            (!t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+            .then(|| t.to_string())
+        })
     }
 
     /// One of `choices`.
