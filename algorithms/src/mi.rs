@@ -105,8 +105,12 @@
 //! # Timeouts and calibration
 //!
 //! A report with a retransmission timeout discards every MI in flight (their statistics mix the
-//! timeout's retransmissions): slow start ends at the last rate whose utility rose (half the
-//! current rate if none), and a new probing round starts around the base rate with `τ` and `k`
+//! timeout's retransmissions): slow start ends at the last rate whose utility rose, or, if no
+//! MI was scored yet, at half the current rate but not below the rate slow start began from (a
+//! flow that has learned nothing goes back to its initial rate rather than below it: the first
+//! exchange of a flow that starts during others' start-up may be lost whole, and a flow whose
+//! initial rate is a few packets per second, such as Hercules's at a requirement of 10 kbit/s,
+//! would otherwise halve to MIs of seconds each), and a new probing round starts around the base rate with `τ` and `k`
 //! reset. [`MiEngine::calibrate`] (PolyCC) adopts a fused rate (a fused window becomes a rate over
 //! the smoothed RTT): the MIs in flight are discarded and the current state restarts around it
 //! (slow start doubles on from it; otherwise a new probing round); calibrating to the current rate
@@ -864,6 +868,9 @@ pub struct MiEngine<U: Utility> {
     rate: f64,
     /// The learner's base rate r, bytes/s.
     base: f64,
+    /// The rate slow start began from (the initial rate, or a fused rate it restarted from),
+    /// bytes/s: the floor of a slow-start timeout that comes before any MI was scored.
+    start_rate: f64,
     pending: VecDeque<MiAcc>,
     plan: VecDeque<(f64, Role)>,
     phase: Phase,
@@ -893,6 +900,7 @@ impl<U: Utility> MiEngine<U> {
             covered_us: f64::NEG_INFINITY,
             rate: r,
             base: r,
+            start_rate: r,
             pending: VecDeque::new(),
             plan: VecDeque::new(),
             phase: Phase::SlowStart {
@@ -1018,6 +1026,7 @@ impl<U: Utility> MiEngine<U> {
             InitialRate::Fixed(r) => r,
         });
         self.base = r0;
+        self.start_rate = r0;
         let cap = self.cfg.clamp(self.cfg.slow_start_cap);
         if self.cfg.slow_start && r0 < cap {
             self.phase = Phase::SlowStart {
@@ -1074,6 +1083,7 @@ impl<U: Utility> MiEngine<U> {
         if let Phase::SlowStart { .. } = self.phase {
             self.epoch += 1;
             self.plan.clear();
+            self.start_rate = target;
             self.phase = Phase::SlowStart {
                 last: None,
                 issued: target,
@@ -1432,7 +1442,11 @@ impl<U: Utility> MiEngine<U> {
 
     fn on_timeout(&mut self) {
         if let Phase::SlowStart { last, .. } = &self.phase {
-            let rate = last.as_ref().map_or(self.base / 2.0, |l| l.rate);
+            // With no MI scored the flow has learned nothing about the path: it halves what it
+            // doubled to blindly, but not below the rate it started from.
+            let rate = last
+                .as_ref()
+                .map_or((self.base / 2.0).max(self.start_rate), |l| l.rate);
             self.base = self.cfg.clamp(rate);
         }
         self.stepper.reset();
@@ -2481,6 +2495,36 @@ mod tests {
         assert_eq!(l.0.base_rate(), scored);
         assert_eq!(*l.0.stepper(), Stepper::default());
         assert!(matches!(l.0.current_role(), Some(Role::Probe { .. })));
+    }
+
+    #[test]
+    fn a_timeout_before_any_result_does_not_go_below_the_starting_rate() {
+        fn timeout<U: Utility>(l: &mut Learner<U>, t: u64) {
+            l.0.on_measurement(&Measurement {
+                now_us: t,
+                timeout: true,
+                ..Measurement::default()
+            });
+        }
+        // Nothing scored yet (the first MI's packets are out): probing around the initial rate,
+        // not around half of it.
+        let mut path = FluidPath::ideal(RTT);
+        let mut c = cfg(1e6);
+        c.slow_start = true;
+        let mut l = learner(c, |m: &MiStats| Some(m.rate), &mut path);
+        assert_eq!(l.0.rate(), 1e6);
+        timeout(&mut l, 1_000);
+        assert_eq!((l.0.state(), l.0.base_rate()), (State::Probing, 1e6));
+        // A utility that cannot score: slow start doubles blindly to 4 MB/s and holds; the
+        // timeout halves what it doubled to.
+        let mut path = FluidPath::ideal(RTT);
+        let mut c = cfg(1e6);
+        c.slow_start = true;
+        let mut l = learner(c, |_: &MiStats| None, &mut path);
+        path.run_until(&mut l, 200_000);
+        assert_eq!((l.0.state(), l.0.base_rate()), (State::SlowStart, 4e6));
+        timeout(&mut l, path.now() + 1);
+        assert_eq!((l.0.state(), l.0.base_rate()), (State::Probing, 2e6));
     }
 
     #[test]

@@ -218,14 +218,25 @@ fn single_unbounded_the_papers_ratio_is_beyond_the_hrf_optimum_of_this_setting()
     for alg in ["cubic", "bbr", "vivace"] {
         best = best.max(sweep(alg, false).0);
     }
+    let (h, _, _) = sweep("hercules", false);
     eprintln!(
         "single unbounded: HRF optimum's worst case {hrf_worst:.3}, best baseline {best:.3}: \
-         at most {:.2}x",
-        hrf_worst / best
+         at most {:.2}x; hercules {h:.3} ({:.2}x)",
+        hrf_worst / best,
+        h / best
     );
     // Measured: cubic 0.750, HRF 0.855, 1.14x at most.
     assert!((hrf_worst - 0.855).abs() < 0.001, "{hrf_worst}");
     assert!(1.5 * best > hrf_worst, "best baseline {best:.3}");
+    // What Hercules reaches of it: its worst flow is the 100 Mbit/s one at 95 Mbit/s, 0.739
+    // (0.985x cubic's 0.750; the bounded flows sit at their maxima where HRF would give them
+    // 0.855 of their minima). Every bounded flow is satisfied, the 10 kbit/s one included (it
+    // stayed at the 5-kbit/s minimum rate, 0.483, while a timeout before any result halved the
+    // starting rate).
+    assert!(
+        h >= 0.95 * best && h <= hrf_worst,
+        "hercules {h:.3}, best {best:.3}"
+    );
 }
 
 #[test]
@@ -295,7 +306,8 @@ fn at_d_2_the_bottleneck_is_latency_limited_and_per_packet_sigma_is_mostly_under
     // is 263 us at the median, under the 500-us floor below which σ(RTT) counts as 0, so a
     // per-packet σ would change little. With D = 100 the link is loss-limited (2.6 %); with the
     // paper's grouping (loss weighted by H) the 100 Mbit/s flow reaches the HRF optimum (0.855
-    // at 95 Mbit/s) but drives the link to heavy loss (43 %) and starves the 10 kbit/s flow.
+    // at 95 Mbit/s) but drives the link to heavy loss (43 %) and leaves the four small flows
+    // below their minima.
     for capacity in [95_000_000, 120_000_000] {
         let (sat, loss, q, p50, p90) = bottleneck("hercules", capacity);
         eprintln!(
@@ -318,8 +330,10 @@ fn at_d_2_the_bottleneck_is_latency_limited_and_per_packet_sigma_is_mostly_under
         "paper's grouping: satisfaction {sat:.3?}, loss {:.1} %",
         loss * 100.0
     );
+    // Measured: the 100 Mbit/s flow at 0.878, 42.5 % loss, the four small flows at 0.46-0.66
+    // of their minima.
     assert!(
-        sat[4] >= 0.8 && loss > 0.1 && sat[0] < 0.5,
+        sat[4] >= 0.8 && loss > 0.1 && sat[..4].iter().all(|&s| s < 0.8),
         "{sat:.3?}, loss {loss:.3}"
     );
 }
@@ -343,7 +357,7 @@ fn under_random_loss_the_100_mbit_flow_keeps_twice_what_the_baselines_give_it() 
 }
 
 #[test]
-#[ignore = "does not reproduce: all unbounded at D = 2 the paper's 3.5x is 2.2x here; single unbounded the 1.5x is beyond the HRF optimum of this setting (1.14x at most; measured 0.64x, the 10 kbit/s flow stuck at 5 kbit/s after a start-up timeout); docs/results/hercules.md"]
+#[ignore = "does not reproduce: all unbounded at D = 2 the paper's 3.5x is 2.2x here; single unbounded the 1.5x is beyond the HRF optimum of this setting (1.14x at most; measured 0.98x); docs/results/hercules.md"]
 fn worst_case_satisfaction_ratios_of_the_paper() {
     let (h1, _, _) = sweep("hercules", false);
     let (ha, _, _) = sweep("hercules", true);
