@@ -30,12 +30,20 @@
 //!   paper's receivers publish (§3) and `n` counts the clouds sharing the capacity (§5.1).
 //! - **Eq. 2, the group's total** ([`group_throughput`]): `n·T_avg = min(others + x·(1 − L),
 //!   cap)`, `x·(1 − L)` the MI's rate times its own delivered fraction. A lone flow's `cap` is the
-//!   largest throughput it measured over the last `cap_window` (10) MIs: with `d = 1000` one
-//!   Mbit/s is worth 1000 utility units, a hundred times the loss penalty per Mbit/s of excess
-//!   rate, and above the capacity (the 75 KB buffer full, the RTT gradient 0) that penalty is all
-//!   that stops the rate; measured delivered bytes per MI vary by ±2 % at the same rate and
-//!   turned those comparisons into coin flips (the flow ran to 2–10 times the capacity), so the
-//!   own part is the exact `x·(1 − L)` and above the capacity both probes score the cap. In a
+//!   largest throughput it measured over the last `cap_window` (10) MIs, leaving out the
+//!   `cap_spikes` (2) largest once the window is full ([`lone_cap`]; slow-start MIs take the
+//!   largest): with `d = 1000` one Mbit/s is worth 1000 utility units, a hundred times the loss
+//!   penalty per Mbit/s of excess rate, and above the capacity (the 75 KB buffer full, the RTT
+//!   gradient 0) that penalty is all that stops the rate; measured delivered bytes per MI vary by
+//!   ±2 % at the same rate and turned those comparisons into coin flips (the flow ran to 2–10
+//!   times the capacity), so the own part is the exact `x·(1 − L)` and above the capacity both
+//!   probes score the cap. The cap itself must not sit above the capacity: one MI that measured
+//!   110 Mbit/s on the 100 Mbit/s link (reports straddle MI boundaries) let the next ten MIs earn
+//!   `d` per Mbit/s up to 110, and 1 % of noise in `x·(1 − L)` (±1,000 units) then drove the rate
+//!   to 380 Mbit/s at 74 % loss for a second; the stalls that followed made most of the
+//!   run-to-run deviation at 0–4 % loss (0.4–1.4 Mbit/s over 10 runs of 30 s; 0.2–0.4 leaving
+//!   out the two largest, with a quarter of the retransmissions; leaving out one left 1.5 Mbit/s
+//!   over eight 20 s runs at 5 % loss, three cost 1–2 % of goodput). In a
 //!   group (`n > 1`) `cap` is the median of the group's measured totals over the last 10 MIs (the
 //!   bottleneck's capacity as the group sees it; the largest total is an outlier of the others'
 //!   part as often as not), and the bottleneck counts as full when the measured total is within
@@ -222,8 +230,12 @@ pub struct DistributedUtility {
     scored: VecDeque<(u64, Others, f64, bool)>,
     /// Measured delivered throughput of the last `cap_window` scored MIs, bytes/s.
     measured: VecDeque<f64>,
-    /// MIs over which the throughput cap is the maximum measured throughput.
+    /// MIs over which a lone flow's throughput cap is taken (the largest measured throughput
+    /// but for `cap_spikes`); a group's is the median total over as many.
     pub cap_window: usize,
+    /// A lone flow's cap leaves out this many of the largest measurements of a full window
+    /// (isolated measurements above the capacity).
+    pub cap_spikes: usize,
     mode: Option<Mode>,
     next_mi: u64,
     /// The current probing round: (last probe's MI id, its others' part, probes scored).
@@ -260,6 +272,7 @@ impl DistributedUtility {
             next_mi: 1,
             measured: VecDeque::new(),
             cap_window: 10,
+            cap_spikes: 2,
             round: None,
             probe_pairs: 1,
             band: 0.0,
@@ -391,8 +404,10 @@ impl DistributedUtility {
                 let group = fresh.is_some_and(|(_, n)| n > 1);
                 let mut cap = if group {
                     median(&self.measured)
-                } else {
+                } else if mi.role == Role::Start {
                     self.measured.iter().copied().fold(0.0, f64::max)
+                } else {
+                    lone_cap(&self.measured, self.cap_window, self.cap_spikes)
                 };
                 // Whether the bottleneck is full: the group's measured total within `band` of
                 // the cap, decided once per probing round (by its first probe) so that a
@@ -426,6 +441,20 @@ impl DistributedUtility {
             total / f64::from(n) / MBIT
         })
     }
+}
+
+/// A lone flow's cap, bytes/s: the largest of its recent measured throughputs `v` but for the
+/// `spikes` largest once `v` holds `window` values (the largest before). A measurement above the
+/// capacity (110 Mbit/s on a 100 Mbit/s link: reports straddle MI boundaries) would otherwise
+/// raise the cap above it for `window` MIs, and there `d` per Mbit/s of the noise in
+/// `x·(1 − L)` outweighs the loss penalty.
+pub fn lone_cap(v: &VecDeque<f64>, window: usize, spikes: usize) -> f64 {
+    let mut v: Vec<f64> = v.iter().copied().collect();
+    v.sort_by(|a, b| b.total_cmp(a));
+    let skip = if v.len() >= window { spikes } else { 0 };
+    v.get(skip.min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0)
 }
 
 /// The median of the recent group totals: the capacity a group sees, robust to the single
@@ -1024,6 +1053,43 @@ mod tests {
         lone.publish(1.0);
         let v = lone.utility(&mi(1, 40.0, 40.0, true)).unwrap() - plain(40.0);
         assert!((v - 40_000.0).abs() < 1e-6, "{v}");
+    }
+
+    #[test]
+    fn a_lone_flows_cap_ignores_an_isolated_measurement_above_the_capacity() {
+        let mbit = |v: &[f64]| v.iter().map(|x| x * MBIT).collect::<VecDeque<f64>>();
+        // A full window: the two largest are left out.
+        let v = mbit(&[96.0, 95.0, 110.0, 96.0, 96.0, 94.0, 96.0, 101.0, 95.5, 96.0]);
+        assert_eq!(lone_cap(&v, 10, 2), 96.0 * MBIT);
+        // Slow start's few MIs: the largest.
+        assert_eq!(lone_cap(&mbit(&[10.0, 20.0, 40.0]), 10, 2), 40.0 * MBIT);
+        // Through the utility: nine probing MIs measuring 96 Mbit/s, one 110; a probe sending
+        // 115 Mbit/s with 9.6 % loss (x(1 - L) = 104) is credited 96, not 104.
+        let mut u = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(FakeLink::new(true, true))),
+        );
+        u.publish(1.0);
+        let mi = |id: u64, rate: f64, got: f64, lost: f64| {
+            let mut s = stats(id, rate, 0.0, got * MBIT * 0.03 / 1448.0, lost);
+            s.role = Role::Probe { pair: 0, up: true };
+            s
+        };
+        for id in 1..=9 {
+            u.utility(&mi(id, 100.0, 96.0, 0.0));
+        }
+        u.utility(&mi(10, 100.0, 110.0, 0.0));
+        // 104 Mbit/s delivered of 115 sent: lost / (delivered + lost) = 11 / 115.
+        let got = 104.0 * MBIT * 0.03 / 1448.0;
+        let s = mi(11, 115.0, 104.0, got * 11.0 / 104.0);
+        let v = u.utility(&s).unwrap();
+        let plain = u.value(115.0, 0.0, s.loss_fraction(), None);
+        assert!(
+            ((v - plain) / 1000.0 - 96.0).abs() < 1e-6,
+            "{}",
+            (v - plain) / 1000.0
+        );
     }
 
     #[test]

@@ -59,8 +59,9 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     // Vivace-Distributed §7.3 (Figs. 6-7): over 90 % of the link below 3 % loss, 88 Mbit/s at
     // 4 %, >= 20 % more than Vivace at >= 1 % loss, smaller run-to-run deviation. Our Vivace
     // (with the loss noise filter) already keeps 86-89 Mbit/s up to 3 %, so the gain there is
-    // 4-6 %; it reaches the paper's 20 % where Vivace's utility gives way (5 %: Vivace 71 +- 3,
-    // vivace-distributed 89 +- 0.6 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
+    // 3-5 %; it reaches the paper's 20 % where Vivace's utility gives way (5 %: Vivace 71 +- 3,
+    // vivace-distributed 88 +- 0.7 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
+    // Measured: 91.6 +- 0.5 / 88.1, 89.2 +- 0.5 / 85.6, 87.2 +- 0.5 / 69.2 +- 2.1.
     let secs = 20;
     let stats = |x: &[f64]| {
         let m = x.iter().sum::<f64>() / x.len() as f64;
@@ -160,7 +161,7 @@ fn short_flows_keep_up_with_vivace_and_longer_ones_pull_ahead() {
     // Vivace-Distributed. Slow start ends where the queue starts building (before, the
     // d*T_avg reward of the MI that filled the queue carried it to 3-6 times the capacity and
     // 1 s flows delivered 7-8 Mbit/s against Vivace's 50). Seeds 1-4, 3 % and 5 % loss:
-    // measured 1 s: 50.4 / 52.3 against 51.7 / 50.0, 5 s: 85.0 / 80.4 against 78.2 / 63.8.
+    // measured 1 s: 50.3 / 49.8 against 51.7 / 50.0, 5 s: 83.7 / 81.9 against 78.2 / 63.8.
     for loss in [0.03, 0.05] {
         let mean = |alg: &str, t: f64| -> f64 {
             (1..=4u64)
@@ -190,7 +191,9 @@ fn short_flows_keep_up_with_vivace_and_longer_ones_pull_ahead() {
 /// One flow of `alg` against `n` flows of `cubic` on the paper's link, no random loss, `secs`
 /// seconds, seed `seed`: (its goodput, the mean goodput of the others), Mbit/s, from 10 s on.
 fn against_cubic(alg: &str, cubic: &str, n: usize, secs: u64, seed: u64) -> (f64, f64) {
-    let mut algs = vec![format!("{alg}:seed={seed}")];
+    // `alg` may carry parameters of its own (`name:key=value`): the seed joins them.
+    let sep = if alg.contains(':') { ',' } else { ':' };
+    let mut algs = vec![format!("{alg}{sep}seed={seed}")];
     algs.extend(std::iter::repeat_n(cubic.to_string(), n));
     let algs: Vec<&str> = algs.iter().map(String::as_str).collect();
     let r = run(&dumbbell(&algs, 0.0, secs), Some(seed)).unwrap();
@@ -209,9 +212,9 @@ fn shares_with_cubic_flows_whose_receivers_publish_to_the_group() {
     // CUBIC flows' share; outside the group d*T_avg pays it for every Mbit/s it takes. Ratios
     // of its goodput to the CUBIC flows' mean, pooled over seeds 1-3, 20 s runs. Measured: in
     // the group 0.15, 0.37, 0.19 (as meek as Vivace's 0.13-0.25: at a full link the d term is
-    // flat and CUBIC's queue growth costs it through the RTT gradient), outside it 12-166. The
-    // paper's 0.8-1.25 does not hold; what is asserted: both keep a share, and the group makes
-    // the ratio at least 5 times closer to 1.
+    // flat and CUBIC's queue growth costs it through the RTT gradient), outside it 5.6, 5.8,
+    // 37.5 (seed 1). The paper's 0.8-1.25 does not hold; what is asserted: both keep a share,
+    // and the group makes the ratio at least 5 times closer to 1.
     let seeds = 1..=3u64;
     for n in [1usize, 2, 4] {
         let (mut mine, mut cubic) = (0.0, 0.0);
@@ -271,9 +274,11 @@ fn flows_of_one_group_share_the_link_equally() {
 /// TCP friendliness (§7.6, Fig. 11) in the simulator: one flow of `alg` against 1-8 CUBIC
 /// flows (the simulator's CUBIC on the agent, not the kernel's) on the paper's link, with the
 /// CUBIC flows outside the JCCE group and in it (`jcce-member:alg=cubic`); the ratio of its
-/// goodput to the CUBIC flows' mean over 10-30 s, pooled over seeds 1-3.
+/// goodput to the CUBIC flows' mean over 10-30 s, pooled over seeds 1-3. The last three
+/// settings measure how the ratio in the group depends on the RTT-gradient filter
+/// `latency-filter` (the paper names `flt_latency` without a value; ALGORITHMS.md sets 0.01).
 #[test]
-#[ignore = "measurement for docs/results/vivace-distributed.md (about two minutes)"]
+#[ignore = "measurement for docs/results/vivace-distributed.md (under a minute in release)"]
 fn friendliness_against_cubic_table() {
     for n in [1usize, 2, 4, 8] {
         let mut line = format!("{n} cubic:");
@@ -281,6 +286,18 @@ fn friendliness_against_cubic_table() {
             ("vivace", "cubic"),
             ("vivace-distributed", "cubic"),
             ("vivace-distributed", "jcce-member:alg=cubic"),
+            (
+                "vivace-distributed:latency-filter=0.02",
+                "jcce-member:alg=cubic",
+            ),
+            (
+                "vivace-distributed:latency-filter=0.025",
+                "jcce-member:alg=cubic",
+            ),
+            (
+                "vivace-distributed:latency-filter=0.03",
+                "jcce-member:alg=cubic",
+            ),
         ] {
             let (mut mine, mut others, mut ratios) = (0.0, 0.0, vec![]);
             for seed in 1..=3u64 {
