@@ -406,6 +406,23 @@ fn a_hercules_flow_shares_with_a_cubic_flow_of_the_same_requirement() {
 }
 
 #[test]
+#[ignore = "does not reproduce: the Hercules 100 Mbit/s flow takes 1.96x a bbr flow's rate and 2.15x a vivace flow's (below its minimum it discounts latency by H = 0.1; against bbr the loss noise filter hides its probes' own loss); docs/results/hercules.md"]
+fn a_hercules_flow_shares_with_bbr_and_vivace_flows_of_the_same_requirement() {
+    // Fig. 12 against bbr and vivace, as the cubic test above.
+    for other in ["bbr", "vivace"] {
+        let flows = vec![
+            FlowSpec::bulk("", "", "hercules:min=100mbit"),
+            FlowSpec::bulk("", "", "hercules:min=5mbit"),
+            FlowSpec::bulk("", "", other),
+        ];
+        let x = rates(flows, 95_000_000, 40, 20);
+        eprintln!("hercules 100, hercules 5, {other}, 20-40 s: {x:.2?} Mbit/s");
+        let ratio = x[0].min(x[2]) / x[0].max(x[2]);
+        assert!(ratio >= 0.8, "{other}: rates {x:.2?}");
+    }
+}
+
+#[test]
 fn rates_follow_a_capacity_that_changes_every_60_s() {
     // Fig. 10: the five requirement levels (all unbounded), the capacity changing every 60 s
     // among 45, 95, 120 and 135 Mbit/s.
