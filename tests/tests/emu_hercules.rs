@@ -10,7 +10,7 @@
 //! (`cargo build --release --bins`); without them the test says why and skips. The testbed's
 //! drop removes every namespace, device and process.
 
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::Agent;
 use ccp_tests::emu_support::{self, UdpFlow, join, tcp_connect, tcp_send_until, tcp_sink};
 use std::path::Path;
@@ -85,16 +85,14 @@ fn hercules_shares_with_the_kernels_cubic_and_bbr_on_the_emulator() {
     cleanup::sweep(PREFIX).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let tb = Testbed::new(TestbedConfig {
-        senders: 3,
-        uplink: Some(
-            LinkConfig::rate(RATE_BPS / 8)
-                .with_queue(QueueConfig::droptail_packets(BUFFER_PACKETS)),
-        ),
-        downlink: None,
-        delay: DelayConfig::fixed(Duration::from_millis(ONE_WAY_MS)),
         name_prefix: PREFIX.into(),
         command_line: "tests/emu_hercules.rs".into(),
-        ..Default::default()
+        ..TestbedConfig::dumbbell(
+            3,
+            RATE_BPS,
+            BUFFER_PACKETS,
+            Duration::from_millis(ONE_WAY_MS),
+        )
     })
     .unwrap();
     let agent = Agent::start(dir.path(), &[]).unwrap();
