@@ -43,7 +43,7 @@
 //!   to 380 Mbit/s at 74 % loss for a second; the stalls that followed made most of the
 //!   run-to-run deviation at 0–4 % loss (0.4–1.4 Mbit/s over 10 runs of 30 s; 0.2–0.4 leaving
 //!   out the two largest, with a quarter of the retransmissions; leaving out one left 1.5 Mbit/s
-//!   over eight 20 s runs at 5 % loss, three cost 1–2 % of goodput). In a
+//!   over eight 20 s runs at 5 % loss, three cost another 0.4–1.3 Mbit/s). In a
 //!   group (`n > 1`) `cap` is the median of the group's measured totals over the last 10 MIs (the
 //!   bottleneck's capacity as the group sees it; the largest total is an outlier of the others'
 //!   part as often as not), and the bottleneck counts as full when the measured total is within
