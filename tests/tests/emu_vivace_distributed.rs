@@ -291,10 +291,11 @@ fn vivace_distributed_shares_with_the_kernels_cubic_through_the_real_jcce_servic
         // Payload rate of 100 Mbit/s in 1500-byte packets: about 96.5 Mbit/s.
         assert!(total >= 0.8 * 96.5, "{n} cubic: total {total:.2} Mbit/s");
         // Every flow keeps a share: neither starves the other (the paper: a ratio of about 1;
-        // with the CUBIC flows outside the group the simulator gives 12-184). Measured in two
-        // real-time runs: 0.20, 0.22 (1 flow), 0.44, 0.34 (2 flows): in the group
-        // vivace-distributed is about as meek as vivace, as in the simulator (0.05-0.38). The
-        // bound leaves room for run-to-run spread.
+        // with the CUBIC flows outside the group the simulator gives 4-140). Measured in three
+        // real-time runs: 0.20, 0.22, 0.21 (1 flow), 0.44, 0.34, 0.53 (2 flows): in the group
+        // vivace-distributed is about as meek as vivace, as in the simulator (0.05-0.38), held
+        // back by the RTT-gradient penalty of CUBIC's queue (with `latency-filter=0.025`: 0.49,
+        // 0.85). The bound leaves room for run-to-run spread.
         assert!(c.vd >= 5.0, "{n} cubic: vivace-distributed {:.2}", c.vd);
         assert!(
             c.cubic.iter().all(|r| *r >= 5.0),
