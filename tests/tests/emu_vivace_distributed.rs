@@ -15,7 +15,7 @@
 //! test's children and are stopped with it.
 
 use ccp_algorithms::aggregator::jcce;
-use ccp_emu::{DelayConfig, LinkConfig, QueueConfig, Testbed, TestbedConfig, cleanup};
+use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::emu_support::{
     self, UdpFlow, join, tcp_connect, tcp_send_until, tcp_sink, wait_for_text,
 };
@@ -241,16 +241,14 @@ fn vivace_distributed_shares_with_the_kernels_cubic_through_the_real_jcce_servic
     cleanup::sweep(PREFIX).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let tb = Testbed::new(TestbedConfig {
-        senders: 3,
-        uplink: Some(
-            LinkConfig::rate(RATE_BPS / 8)
-                .with_queue(QueueConfig::droptail_packets(BUFFER_PACKETS)),
-        ),
-        downlink: None,
-        delay: DelayConfig::fixed(Duration::from_millis(ONE_WAY_MS)),
         name_prefix: PREFIX.into(),
         command_line: "tests/emu_vivace_distributed.rs".into(),
-        ..Default::default()
+        ..TestbedConfig::dumbbell(
+            3,
+            RATE_BPS,
+            BUFFER_PACKETS,
+            Duration::from_millis(ONE_WAY_MS),
+        )
     })
     .unwrap();
     let service = Service::start(dir.path()).unwrap();
