@@ -166,6 +166,10 @@ pub struct Direction {
 pub struct Link {
     /// One-way propagation delay of each direction, µs.
     pub delay_us: u64,
+    /// Extra one-way delay of each direction that varies between 0 and this, µs, never
+    /// reordering packets (the simulator draws it per packet, uniformly; the emulator varies it
+    /// smoothly over time).
+    pub jitter_us: u64,
     /// Senders to receiver (data).
     pub uplink: Direction,
     /// Receiver to senders (ACKs).
@@ -815,6 +819,7 @@ fn read_seeds(r: &mut Reader, tree: &Node) -> Option<Vec<u64>> {
 
 const LINK_KEYS: &[&str] = &[
     "delay",
+    "jitter",
     "rate",
     "loss",
     "queue",
@@ -842,6 +847,7 @@ fn no_link() -> Link {
     };
     Link {
         delay_us: 0,
+        jitter_us: 0,
         uplink: open.clone(),
         downlink: open,
     }
@@ -875,6 +881,7 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
     }
     let before = r.errs.len();
     let delay_us = n.get("delay").and_then(|d| r.duration(d, "link.delay"));
+    let jitter_us = n.get("jitter").and_then(|d| r.duration(d, "link.jitter"));
     let rate = n.get("rate").and_then(|d| r.rate(d, "link.rate"));
     let loss = n.get("loss").and_then(|d| r.prob(d, "link.loss"));
     let ecn = n
@@ -981,6 +988,7 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
     }
     Some(Link {
         delay_us: delay_us.unwrap_or(0),
+        jitter_us: jitter_us.unwrap_or(0),
         uplink,
         downlink,
     })
@@ -1964,6 +1972,15 @@ fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
 fn check_udp(r: &mut Reader, tree: &Node) {
     let Some(link) = tree.get("link") else { return };
     const NO_RATE: &str = "the udp backend runs on loopback, which has no rate limit or queue to shape; remove it, or use backend sim (or emu)";
+    if let Some(j) = link.get("jitter")
+        && r.duration(j, "link.jitter").is_some_and(|v| v > 0)
+    {
+        r.err(
+            j,
+            "link.jitter",
+            "the udp backend's relay delays every packet alike; remove it, or use backend sim or emu",
+        );
+    }
     for (path, node) in [
         ("link.rate", link.get("rate")),
         ("link.queue", link.get("queue")),

@@ -224,6 +224,41 @@ fn a_small_sweep_on_the_simulator_writes_every_file() {
     assert_eq!(before, files(&out));
 }
 
+#[test]
+fn link_jitter_lengthens_the_simulated_round_trip() {
+    // One cubic flow on 20 Mbit/s with 10 ms each way, with and without 20 ms of jitter: each
+    // direction gains 0-20 ms (10 ms on average), so the median RTT should rise by about 20 ms
+    // (measured 60.6 -> 79.2 ms) while the flow keeps the link busy.
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("jitter.yaml");
+    std::fs::write(
+        &recipe,
+        "name: jitter\nduration: 3s\n\
+         link: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: packets=100}\n\
+         flows: [{algorithm: cubic}]\nsweep:\n  link.jitter: [0ms, 20ms]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    let o = ccp_exp(&["run", s(&recipe), "--out", s(&out), "--no-progress"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let metric = |point: &str, m: &str| -> f64 {
+        let run: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("runs/jitter/{point}/r0/run.json"))).unwrap(),
+        )
+        .unwrap();
+        run["metrics"][m].as_f64().unwrap()
+    };
+    let (still, jittery) = (
+        metric("p00-jitter=0ms", "rtt_p50_ms"),
+        metric("p01-jitter=20ms", "rtt_p50_ms"),
+    );
+    assert!(
+        jittery - still > 10.0 && jittery - still < 30.0,
+        "median RTT {still} ms without jitter, {jittery} ms with 20 ms"
+    );
+    assert!(metric("p01-jitter=20ms", "utilization") > 0.8);
+}
+
 fn plots_exist(out: &Path, names: &[&str]) -> bool {
     names.iter().all(|n| out.join("plots").join(n).is_file())
 }

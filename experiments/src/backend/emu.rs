@@ -159,7 +159,10 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         senders: 1,
         uplink,
         downlink: link_config(&r.link.downlink)?,
-        delay: DelayConfig::fixed(Duration::from_micros(r.link.delay_us)),
+        delay: DelayConfig {
+            delay: Duration::from_micros(r.link.delay_us),
+            jitter: Duration::from_micros(r.link.jitter_us),
+        },
         uplink_loss: r.link.uplink.loss,
         downlink_loss: r.link.downlink.loss,
         name_prefix: format!("cx{}", SEQ.fetch_add(1, Ordering::SeqCst) % 10_000),

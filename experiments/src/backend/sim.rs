@@ -68,7 +68,10 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
     let (rbuffer, rred) = queue_fields(&down.queue);
     let bottleneck = LinkSpec {
         rate: up.rate.map(Rate),
-        delay: Dur(r.link.delay_us * 1000),
+        // The simulator's jitter is uniform in ±jitter around the delay: centre it so that
+        // the extra delay spans [0, link.jitter].
+        delay: Dur((r.link.delay_us * 1000) + r.link.jitter_us * 500),
+        jitter: Dur(r.link.jitter_us * 500),
         buffer,
         red,
         ecn_k: up.ecn_threshold.map(amount),
