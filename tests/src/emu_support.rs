@@ -4,14 +4,14 @@
 
 use crate::{Agent, workspace_bin};
 use ccp_emu::sys::set_congestion;
+use ccp_emu::tcp::{self, SinkEnd};
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{EmuError, Testbed};
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -158,59 +158,37 @@ pub fn udp_rate(mut f: UdpFlow, from_s: f64, to_s: f64) -> Result<f64, String> {
 pub fn tcp_sink(
     tb: &Testbed,
     port: u16,
-) -> Result<(Arc<AtomicU64>, JoinHandle<std::io::Result<()>>), String> {
-    let listener = tb
-        .receiver()
-        .run_inside(move || TcpListener::bind((RECEIVER_ADDR, port)).map_err(sys_err("bind")))
-        .map_err(|e| e.to_string())?;
+) -> Result<(Arc<AtomicU64>, JoinHandle<std::io::Result<SinkEnd>>), String> {
+    let listener = tcp::listen(tb.receiver(), port).map_err(|e| e.to_string())?;
     let received = Arc::new(AtomicU64::new(0));
-    let counter = received.clone();
-    let reader = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut s, _) = listener.accept()?;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match s.read(&mut buf)? {
-                0 => return Ok(()),
-                n => {
-                    counter.fetch_add(n as u64, Ordering::Relaxed);
-                }
-            }
-        }
-    });
+    let reader = tcp::sink(listener, received.clone(), None);
     Ok((received, reader))
 }
 
 /// A kernel TCP connection from sender `host` to the receiver's `port`, with the kernel's
 /// congestion control `cc` set on its socket (`TCP_CONGESTION`).
 pub fn tcp_connect(tb: &Testbed, host: usize, port: u16, cc: &str) -> Result<TcpStream, String> {
-    let cc = cc.to_string();
-    tb.senders()[host]
-        .run_inside(move || {
-            let s = TcpStream::connect((RECEIVER_ADDR, port)).map_err(sys_err("connect"))?;
-            set_congestion(&s, &cc).map_err(sys_err("setsockopt(TCP_CONGESTION)"))?;
-            Ok(s)
-        })
-        .map_err(|e| e.to_string())
+    tcp::connect(
+        &tb.senders()[host],
+        SocketAddrV4::new(RECEIVER_ADDR, port),
+        cc,
+    )
+    .map_err(|e| e.to_string())
 }
 
-/// A thread that writes to `stream` as fast as it can until `end`, then shuts its write side.
+/// A thread that writes to `stream` as fast as it can until `end`, then shuts its write side;
+/// it returns the bytes written.
 pub fn tcp_send_until(
     stream: &TcpStream,
     end: Instant,
-) -> Result<JoinHandle<std::io::Result<()>>, String> {
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    Ok(std::thread::spawn(move || -> std::io::Result<()> {
-        let chunk = vec![0x5au8; 1 << 16];
-        while Instant::now() < end {
-            writer.write_all(&chunk)?;
-        }
-        writer.shutdown(Shutdown::Write)
-    }))
+) -> Result<JoinHandle<std::io::Result<u64>>, String> {
+    tcp::send(stream, end, None).map_err(|e| e.to_string())
 }
 
 /// Joins a flow's thread, naming it `what` in the error.
-pub fn join(h: JoinHandle<std::io::Result<()>>, what: &str) -> Result<(), String> {
+pub fn join<T>(h: JoinHandle<std::io::Result<T>>, what: &str) -> Result<(), String> {
     h.join()
         .map_err(|_| format!("{what} panicked"))?
+        .map(|_| ())
         .map_err(|e| e.to_string())
 }

@@ -16,7 +16,8 @@
 //! - [`sys`]: TUN devices, interface and route ioctls, namespaces that die with the emulator;
 //! - [`engine`]: the forwarding threads that move packets between TUN devices on a real clock;
 //! - [`addr`]: address blocks that let shells nest;
-//! - [`shell`], [`testbed`]: what users run; [`cleanup`]: the sweep for leftovers.
+//! - [`shell`], [`testbed`]: what users run; [`cleanup`]: the sweep for leftovers;
+//! - [`tcp`]: kernel TCP flows between testbed hosts (Linux's own congestion control).
 //!
 //! A testbed, as the experiment runner uses it (needs root):
 //!
@@ -55,6 +56,7 @@ pub mod queue;
 pub mod shell;
 pub mod stage;
 pub mod sys;
+pub mod tcp;
 pub mod testbed;
 pub mod trace;
 
