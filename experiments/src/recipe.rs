@@ -204,6 +204,15 @@ impl FlowSpec {
     }
 }
 
+/// The kernel congestion control of a flow written `kernel:NAME` (a Linux TCP connection with
+/// `TCP_CONGESTION` = NAME, backends emu and quic), or `None` for an agent algorithm.
+pub fn kernel_cc(algorithm: &str) -> Option<&str> {
+    algorithm.strip_prefix(KERNEL_PREFIX)
+}
+
+/// How a recipe names a kernel TCP flow's algorithm: `kernel:cubic`.
+pub const KERNEL_PREFIX: &str = "kernel:";
+
 /// `alg` or `alg:k=v,k=v`.
 pub fn requested(alg: &str, params: &[(String, String)]) -> String {
     if params.is_empty() {
@@ -594,6 +603,19 @@ impl Reader<'_> {
         })
     }
 
+    /// A group name: a [`Reader::label`], or a kernel flow's algorithm `kernel:NAME`.
+    pub fn group_label(&mut self, n: &Node, field: &str) -> Option<String> {
+        const FORM: &str = "a label of letters, digits, '_', '-' and '.' (or kernel:NAME)";
+        self.parsed(n, field, FORM, |t| {
+            let rest = t.strip_prefix(KERNEL_PREFIX).unwrap_or(t);
+            (!rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+            .then(|| t.to_string())
+        })
+    }
+
     /// One of `choices`.
     pub fn choice<'c>(&mut self, n: &Node, field: &str, choices: &[&'c str]) -> Option<&'c str> {
         let expected = format!("one of: {}", choices.join(", "));
@@ -716,7 +738,7 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
 
     let seeds = read_seeds(&mut r, tree);
     let link = read_link(&mut r, tree, backend);
-    let flows = read_flows(&mut r, tree, duration_us);
+    let flows = read_flows(&mut r, tree, duration_us, backend);
     let workloads = read_workloads(&mut r, tree, backend);
     if let (Some(f), Some(w)) = (&flows, &workloads)
         && f.is_empty()
@@ -1266,17 +1288,72 @@ fn algorithm_names() -> String {
         .join(", ")
 }
 
-/// Read an algorithm name and its parameters (checked against the registry).
+/// A flow's `kernel:NAME` (node `a` at `afield`): NAME is a kernel congestion control name,
+/// the backend runs kernel TCP (emu, quic), and there are no params.
+fn read_kernel_algorithm(
+    r: &mut Reader,
+    a: &Node,
+    afield: &str,
+    cc: &str,
+    backend: Option<Backend>,
+    field: &str,
+    params: Option<&Node>,
+) -> Option<(String, Vec<(String, String)>)> {
+    let before = r.errs.len();
+    // Linux names congestion controls in at most 15 bytes (TCP_CA_NAME_MAX is 16).
+    if cc.is_empty()
+        || cc.len() > 15
+        || !cc
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    {
+        r.err(
+            a,
+            afield,
+            format!(
+                "expected kernel:NAME with NAME a Linux TCP congestion control (e.g. kernel:cubic, kernel:bbr), got {:?}",
+                format!("{KERNEL_PREFIX}{cc}")
+            ),
+        );
+    }
+    if let Some(b) = backend
+        && !matches!(b, Backend::Emu | Backend::Quic)
+    {
+        r.err(
+            a,
+            afield,
+            format!(
+                "kernel TCP flows run on backends emu and quic only (a Linux TCP connection across the emulated link), not on {}",
+                b.name()
+            ),
+        );
+    }
+    if let Some(p) = params {
+        r.err(
+            p,
+            &join(field, "params"),
+            "a kernel TCP flow takes no params (the kernel's congestion control is tuned by its sysctls and module parameters)",
+        );
+    }
+    (r.errs.len() == before).then(|| (format!("{KERNEL_PREFIX}{cc}"), vec![]))
+}
+
+/// Read an algorithm name and its parameters (checked against the registry), or a kernel
+/// flow's `kernel:NAME` when `backend` allows it.
 fn read_algorithm(
     r: &mut Reader,
     n: &Node,
     field: &str,
     params: Option<&Node>,
+    backend: Option<Backend>,
 ) -> Option<(String, Vec<(String, String)>)> {
     let expected = format!("an algorithm name (one of: {})", algorithm_names());
     let a = r.required(n, field, "algorithm", &expected)?;
     let afield = join(field, "algorithm");
     let name = r.scalar(a, &afield, &expected)?;
+    if let Some(cc) = kernel_cc(name) {
+        return read_kernel_algorithm(r, a, &afield, cc, backend, field, params);
+    }
     let spec = match registry::lookup(name) {
         Ok(s) => s,
         Err(e) => {
@@ -1325,7 +1402,12 @@ fn read_algorithm(
     Some((spec.name.to_string(), out))
 }
 
-fn read_flows(r: &mut Reader, tree: &Node, duration_us: Option<u64>) -> Option<Vec<FlowSpec>> {
+fn read_flows(
+    r: &mut Reader,
+    tree: &Node,
+    duration_us: Option<u64>,
+    backend: Option<Backend>,
+) -> Option<Vec<FlowSpec>> {
     let Some(list) = tree.get("flows") else {
         return Some(vec![]);
     };
@@ -1337,8 +1419,17 @@ fn read_flows(r: &mut Reader, tree: &Node, duration_us: Option<u64>) -> Option<V
         if !r.map(f, &field, FLOW_KEYS) {
             continue;
         }
-        let alg = read_algorithm(r, f, &field, f.get("params"));
+        let alg = read_algorithm(r, f, &field, f.get("params"), backend);
         let g = |k: &str| f.get(k);
+        if let (Some((a, _)), Some(n)) = (&alg, f.key_node("rate_cap"))
+            && kernel_cc(a).is_some()
+        {
+            r.err(
+                n,
+                &join(&field, "rate_cap"),
+                "a kernel TCP flow cannot be rate-capped; remove rate_cap",
+            );
+        }
         let fk = |k: &str| join(&field, k);
         let count = match g("count") {
             Some(n) => r.count(n, &fk("count"), 1, 100_000).map(|c| c as u32),
@@ -1479,7 +1570,7 @@ fn read_workloads(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Opti
                     }
                 }
             });
-        let alg = read_algorithm(r, w, &field, w.get("params"));
+        let alg = read_algorithm(r, w, &field, w.get("params"), backend);
         let class = match w.get("class") {
             Some(n) => r.label(n, &fk("class")),
             None => Some(format!("w{i}")),
@@ -1622,10 +1713,10 @@ fn read_metrics(r: &mut Reader, n: Option<&Node>) -> Option<MetricsSpec> {
             };
             let num = r
                 .required(x, &f, "numerator", "a group name, e.g. cubic")
-                .and_then(|v| r.label(v, &join(&f, "numerator")));
+                .and_then(|v| r.group_label(v, &join(&f, "numerator")));
             let den = r
                 .required(x, &f, "denominator", "a group name, e.g. reno")
-                .and_then(|v| r.label(v, &join(&f, "denominator")));
+                .and_then(|v| r.group_label(v, &join(&f, "denominator")));
             if let (Some(by), Some(numerator), Some(denominator)) = (by, num, den) {
                 m.ratios.push(Ratio {
                     by,

@@ -183,3 +183,23 @@ fn a_sweep_expands_to_the_cartesian_product_with_positions_kept() {
         )
     );
 }
+
+#[test]
+fn kernel_flows_parse_on_the_emulator_with_their_algorithm_as_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("k.yaml");
+    std::fs::write(
+        &p,
+        "backend: quic\nlink: {rate: 10mbit, delay: 5ms}\nflows:\n  - {algorithm: vivace}\n  - {algorithm: kernel:bbr, count: 2, size: 1MB}\nmetrics:\n  ratios: [{numerator: vivace, denominator: kernel:bbr}]\n",
+    )
+    .unwrap();
+    let e = ccp_exp::load(&p).unwrap();
+    let r = &e.parts[0].points[0].recipe;
+    assert_eq!(r.flows[1].algorithm, "kernel:bbr");
+    assert_eq!(r.flows[1].class, "kernel:bbr");
+    assert_eq!(
+        ccp_exp::recipe::kernel_cc(&r.flows[1].algorithm),
+        Some("bbr")
+    );
+    assert_eq!(ccp_exp::recipe::kernel_cc(&r.flows[0].algorithm), None);
+}

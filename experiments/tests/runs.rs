@@ -495,3 +495,59 @@ fn a_short_run_through_the_emulator_when_root() {
     assert!(m["utilization"].as_f64().unwrap() > 0.6, "{m}");
     assert_eq!(run["flows"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn a_kernel_tcp_flow_beside_an_agent_flow_on_the_emulator_when_root() {
+    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("kernel.yaml");
+    std::fs::write(
+        &recipe,
+        "name: ktcp\nbackend: emu\nduration: 4s\nlink: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: packets=60}\nflows:\n  - {algorithm: reno}\n  - {algorithm: kernel:cubic}\nmetrics:\n  ratios: [{by: algorithm, numerator: kernel:cubic, denominator: reno}]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    ccp_exp(&["run", s(&recipe), "--out", s(&out)]);
+    let run_dir = out.join("runs/ktcp/p00/r0");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    let flows = run["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    assert_eq!(flows[0]["algorithm"], "reno");
+    assert_eq!(flows[1]["algorithm"], "kernel:cubic");
+    for f in flows {
+        assert!(f["bytes_delivered"].as_u64().unwrap() > 0, "{f}");
+    }
+    // The kernel flow gets a real share of the link; the RTT the sender's TCP_INFO reports is
+    // at least the 20 ms propagation RTT.
+    assert!(
+        flows[1]["goodput_mbps"].as_f64().unwrap() > 1.0,
+        "{}",
+        flows[1]
+    );
+    assert!(
+        flows[1]["rtt_p50_ms"].as_f64().unwrap() >= 20.0,
+        "{}",
+        flows[1]
+    );
+    // Together they fill most of the 20 Mbit/s link.
+    let m = &run["metrics"];
+    let total: f64 = flows
+        .iter()
+        .map(|f| f["goodput_mbps"].as_f64().unwrap())
+        .sum();
+    assert!(total > 0.7 * 20.0, "{total} Mbit/s: {m}");
+    assert!(m["ratio:alg=kernel:cubic/reno"].is_number(), "{m}");
+    assert!(m["jain"].as_f64().unwrap() > 0.0, "{m}");
+    // The kernel flow has its own time series, sampled every 10 ms.
+    let series = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
+    let samples = series
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(1) == Some("1"))
+        .count();
+    assert!(samples > 100, "{samples} samples of the kernel flow");
+}

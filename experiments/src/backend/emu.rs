@@ -3,15 +3,18 @@
 //! and downlink pipelines: rate or trace, queue, loss, delay); `ccp-udp recv` runs on the
 //! receiver host, `ccp-udp send` with one `--flow` per flow copy on the sender host, and the
 //! real `ccp-agent` beside them (its unix socket is a file, reachable from every namespace).
+//! Flows written `kernel:NAME` are not the agent's: they run as Linux TCP connections between
+//! the same two hosts with the kernel's congestion control NAME (`kernel.rs`), started on the
+//! sender's clock, and are merged into the run's flows in recipe order.
 //! Wall-clock time, one run at a time; needs root (namespaces, TUN devices).
 
 use super::udp::{
     Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, sender_command, tempdir,
     to_run_data, wait_for_sender, wait_line,
 };
-use super::{BackendError, RunContext};
+use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
-use crate::recipe::{Direction, Limit, Queue};
+use crate::recipe::{Direction, Limit, Queue, expand_flows, kernel_cc};
 use ccp_emu::{
     DelayConfig, EcnThreshold, LinkConfig, QueueConfig, QueueKind, Testbed, TestbedConfig, Trace,
 };
@@ -139,40 +142,18 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     )
 }
 
-/// Run one run through the emulator with the flows carried by `t`.
-pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, BackendError> {
-    if let Some(why) = unavailable_here() {
-        return Err(BackendError::Unavailable(why));
-    }
-    let r = ctx.recipe;
-    let raw = ctx.dir.join("raw");
-    std::fs::create_dir_all(&raw).map_err(|e| BackendError::io(&raw, e))?;
+/// Start the agent and the transport's receiver on the testbed's receiver host (for the run's
+/// agent flows `flows`); returns both once the receiver listens.
+fn start_receiver(
+    ctx: &RunContext,
+    t: &Transport,
+    tb: &Testbed,
+    raw: &std::path::Path,
+    sockdir: &std::path::Path,
+    flows: &[String],
+) -> Result<(Proc, Proc), BackendError> {
     let agent_bin = ctx.bins.find("ccp-agent")?;
     let udp_bin = ctx.bins.find(t.bin)?;
-    let uplink = link_config(&r.link.uplink)?;
-    let capacity_bps = match (&r.link.uplink.trace, r.link.uplink.rate) {
-        (Some(t), _) => Some(Trace::load(t).map_err(emu_err)?.mean_rate() * 8.0),
-        (None, Some(rate)) => Some(rate as f64 * 8.0),
-        _ => None,
-    };
-    let cfg = TestbedConfig {
-        senders: 1,
-        uplink,
-        downlink: link_config(&r.link.downlink)?,
-        delay: DelayConfig {
-            delay: Duration::from_micros(r.link.delay_us),
-            jitter: Duration::from_micros(r.link.jitter_us),
-        },
-        uplink_loss: r.link.uplink.loss,
-        downlink_loss: r.link.downlink.loss,
-        name_prefix: format!("cx{}", SEQ.fetch_add(1, Ordering::SeqCst) % 10_000),
-        seed: ctx.seed,
-        command_line: format!("ccp-exp {}", ctx.name),
-        ..TestbedConfig::default()
-    };
-    let tb = Testbed::new(cfg).map_err(emu_err)?;
-
-    let sockdir = tempdir()?;
     let agent_sock = sockdir.join("agent.sock");
     let mut agent = Proc::spawn(
         "ccp-agent",
@@ -190,8 +171,6 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-
-    let flows = flow_args(ctx);
     let recv_err = raw.join("recv.err");
     let receiver = tb.receiver().addr;
     let mut recv = Proc::adopt(
@@ -216,40 +195,144 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         "listening on ",
         Duration::from_secs(10),
     )?;
+    Ok((agent, recv))
+}
 
-    let mut cmd = sender_command(
-        &udp_bin,
-        &format!("{receiver}:{PORT}"),
-        &sockdir,
-        r,
-        &flows,
-        &t.send_args,
-        &raw,
-    )?;
-    cmd.stdin(Stdio::null())
-        .stdout(file(&raw.join("send.out"))?)
-        .stderr(file(&raw.join("send.err"))?);
-    let sender = &tb.senders()[0];
-    let mut send = Proc::adopt(t.send_name, tb.spawn(sender, &mut cmd).map_err(emu_err)?);
-    wait_for_sender(&mut send, ctx, &raw)?;
-    let rstatus = recv.wait_for(Duration::from_secs(20))?;
-    agent.terminate(Duration::from_secs(2));
-    drop(send);
-    drop(recv);
+/// Run one run through the emulator with the flows carried by `t`.
+pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, BackendError> {
+    if let Some(why) = unavailable_here() {
+        return Err(BackendError::Unavailable(why));
+    }
+    let r = ctx.recipe;
+    let raw = ctx.dir.join("raw");
+    std::fs::create_dir_all(&raw).map_err(|e| BackendError::io(&raw, e))?;
+    let uplink = link_config(&r.link.uplink)?;
+    let capacity_bps = match (&r.link.uplink.trace, r.link.uplink.rate) {
+        (Some(t), _) => Some(Trace::load(t).map_err(emu_err)?.mean_rate() * 8.0),
+        (None, Some(rate)) => Some(rate as f64 * 8.0),
+        _ => None,
+    };
+    let cfg = TestbedConfig {
+        senders: 1,
+        uplink,
+        downlink: link_config(&r.link.downlink)?,
+        delay: DelayConfig {
+            delay: Duration::from_micros(r.link.delay_us),
+            jitter: Duration::from_micros(r.link.jitter_us),
+        },
+        uplink_loss: r.link.uplink.loss,
+        downlink_loss: r.link.downlink.loss,
+        name_prefix: format!("cx{}", SEQ.fetch_add(1, Ordering::SeqCst) % 10_000),
+        seed: ctx.seed,
+        command_line: format!("ccp-exp {}", ctx.name),
+        ..TestbedConfig::default()
+    };
+    let instances = expand_flows(&r.flows);
+    let is_kernel: Vec<bool> = instances
+        .iter()
+        .map(|(i, _, _)| kernel_cc(&r.flows[*i].algorithm).is_some())
+        .collect();
+    let kernel_flows: Vec<(usize, u64)> = instances
+        .iter()
+        .zip(&is_kernel)
+        .filter(|(_, k)| **k)
+        .map(|((i, _, start), _)| (*i, *start))
+        .collect();
+    kernel::check_available(r)?;
+    let flows = flow_args(ctx);
+    let tb = Testbed::new(cfg).map_err(emu_err)?;
+
+    let sockdir = tempdir()?;
+    let mut udp = if flows.is_empty() {
+        None
+    } else {
+        Some(start_receiver(ctx, t, &tb, &raw, &sockdir, &flows)?)
+    };
+    let receiver = tb.receiver().addr;
+    // Time zero of the run: the agent's sender starts its flows' clocks when it starts, the
+    // kernel flows count from here.
+    let t0 = Instant::now();
+    let (kernel_out, sent) = std::thread::scope(|sc| {
+        let handles: Vec<_> = kernel_flows
+            .iter()
+            .enumerate()
+            .map(|(k, &(i, start))| {
+                let tb = &tb;
+                sc.spawn(move || kernel::run_flow(tb, r, k, i, start, t0))
+            })
+            .collect();
+        let sent = match udp.as_mut() {
+            Some((_, recv)) => (|| -> Result<std::process::ExitStatus, BackendError> {
+                let mut cmd = sender_command(
+                    &ctx.bins.find(t.bin)?,
+                    &format!("{receiver}:{PORT}"),
+                    &sockdir,
+                    r,
+                    &flows,
+                    &t.send_args,
+                    &raw,
+                )?;
+                cmd.stdin(Stdio::null())
+                    .stdout(file(&raw.join("send.out"))?)
+                    .stderr(file(&raw.join("send.err"))?);
+                let sender = &tb.senders()[0];
+                let mut send =
+                    Proc::adopt(t.send_name, tb.spawn(sender, &mut cmd).map_err(emu_err)?);
+                wait_for_sender(&mut send, ctx, &raw)?;
+                recv.wait_for(Duration::from_secs(20))
+            })()
+            .map(Some),
+            None => {
+                let expected = Duration::from_micros(r.duration_us);
+                while !handles.iter().all(|h| h.is_finished()) {
+                    if let Some(pb) = ctx.progress {
+                        pb.set_position(
+                            (t0.elapsed().as_millis() as u64).min(expected.as_millis() as u64),
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Ok(None)
+            }
+        };
+        let out: Vec<Result<kernel::Measured, BackendError>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BackendError::Process(
+                        "a kernel flow's thread panicked".into(),
+                    ))
+                })
+            })
+            .collect();
+        (out, sent)
+    });
+    if let Some((mut agent, _)) = udp.take() {
+        agent.terminate(Duration::from_secs(2));
+    }
     let (up, down) = tb.shutdown();
     let _ = std::fs::remove_dir_all(&sockdir);
+    let rstatus = sent?;
+    let kernel_data = kernel_out.into_iter().collect::<Result<Vec<_>, _>>()?;
 
-    let sent: SenderSummary = read_json(&raw.join("send.json"))?;
-    let got: ReceiverSummary = read_json(&raw.join("recv.json"))?;
-    if !rstatus.success() || got.flows.iter().any(|f| !f.intact) {
-        return Err(BackendError::Process(format!(
-            "the receiver reports a corrupt or incomplete stream ({rstatus}): {}",
-            std::fs::read_to_string(&recv_err)
-                .unwrap_or_default()
-                .trim()
-        )));
-    }
-    let mut data = to_run_data(ctx, &sent, &got)?;
+    let agent_data = match rstatus {
+        None => RunData::default(),
+        Some(rstatus) => {
+            let sent: SenderSummary = read_json(&raw.join("send.json"))?;
+            let got: ReceiverSummary = read_json(&raw.join("recv.json"))?;
+            if !rstatus.success() || got.flows.iter().any(|f| !f.intact) {
+                return Err(BackendError::Process(format!(
+                    "the receiver reports a corrupt or incomplete stream ({rstatus}): {}",
+                    std::fs::read_to_string(raw.join("recv.err"))
+                        .unwrap_or_default()
+                        .trim()
+                )));
+            }
+            to_run_data(ctx, &sent, &got)?
+        }
+    };
+    let kernel_count = kernel_data.len();
+    let mut data = kernel::merge(agent_data, kernel_data, &is_kernel);
     for f in &mut data.flows {
         f.base_rtt_ms = Some(2.0 * r.link.delay_us as f64 / 1e3);
     }
@@ -259,6 +342,11 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         "emulated link: uplink {} packets in, {} out, {} dropped; downlink {} in, {} out, {} dropped",
         up.in_pkts, up.out_pkts, up.dropped_pkts, down.in_pkts, down.out_pkts, down.dropped_pkts
     )];
+    if kernel_count > 0 {
+        data.notes.push(format!(
+            "{kernel_count} kernel TCP flows (kernel:NAME): goodput counts what the receiving application read, RTT and window are the sender's TCP_INFO"
+        ));
+    }
     if data.end_s > 0.0 {
         data.link_tx = vec![(data.end_s, up.out_bytes)];
     }

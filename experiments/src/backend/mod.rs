@@ -7,10 +7,14 @@
 //!   emulated link in network namespaces; wall-clock time; needs root).
 //! * [`quic`]: the emu backend's testbed with `ccp-quic` (QUIC, s2n-quic) carrying the flows.
 //!
+//! On emu and quic, flows written `kernel:NAME` are Linux TCP connections across the same
+//! testbed with the kernel's congestion control NAME (see `kernel.rs`).
+//!
 //! `kernel` is recognised by recipes but not available in this build
 //! ([`crate::recipe::Backend::unavailable`] says why).
 
 pub mod emu;
+mod kernel;
 pub mod quic;
 pub mod sim;
 pub mod udp;

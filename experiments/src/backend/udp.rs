@@ -7,7 +7,7 @@
 
 use super::{BackendError, RunContext};
 use crate::data::{FlowData, RunData, Sample};
-use crate::recipe::expand_flows;
+use crate::recipe::{expand_flows, kernel_cc};
 use serde::Deserialize;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -173,10 +173,19 @@ pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, 
         .map_err(|e| BackendError::Process(format!("{}: not a summary: {e}", path.display())))
 }
 
-/// `--flow` specs of the run, one per flow copy.
+/// Flow instances the agent's sender carries: every one but kernel TCP flows (`kernel:NAME`,
+/// which the emu backend runs itself), as `(flow entry index, copy index, start µs)`.
+pub(crate) fn agent_instances(r: &crate::recipe::Recipe) -> Vec<(usize, u32, u64)> {
+    expand_flows(&r.flows)
+        .into_iter()
+        .filter(|(i, _, _)| kernel_cc(&r.flows[*i].algorithm).is_none())
+        .collect()
+}
+
+/// `--flow` specs of the run, one per flow copy (kernel TCP flows left out).
 pub fn flow_args(ctx: &RunContext) -> Vec<String> {
     let r = ctx.recipe;
-    expand_flows(&r.flows)
+    agent_instances(r)
         .into_iter()
         .map(|(i, _, start)| {
             let f = &r.flows[i];
@@ -314,7 +323,7 @@ pub(crate) fn to_run_data(
     got: &ReceiverSummary,
 ) -> Result<RunData, BackendError> {
     let r = ctx.recipe;
-    let instances = expand_flows(&r.flows);
+    let instances = agent_instances(r);
     if sent.flows.len() != instances.len() {
         return Err(BackendError::Process(format!(
             "the sender reports {} flows, the recipe has {}",
