@@ -62,6 +62,15 @@ pub struct FlowMeta {
 pub trait FlowController: Send {
     /// An ACK was processed, or a loss or timeout was detected.
     fn on_ack(&mut self, s: &AckSample);
+    /// An ACK that also measured the relative one-way delay `owd_us`: the receive timestamp
+    /// minus the send timestamp of the packet whose RTT this ACK samples, minus the smallest
+    /// such difference of the flow, µs (see [`crate::rtt::OneWayDelay`]). The sender calls this
+    /// instead of [`FlowController::on_ack`] for every ACK with an RTT sample; the default
+    /// ignores the delay.
+    fn on_ack_with_owd(&mut self, s: &AckSample, owd_us: u64) {
+        let _ = owd_us;
+        self.on_ack(s);
+    }
     /// No ACK for a while: called at least every [`FlowController::tick_us`] while the flow is
     /// active, with zero deltas and current gauges (libccp runs its timers only on invocations).
     fn on_tick(&mut self, s: &AckSample);

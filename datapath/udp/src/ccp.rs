@@ -6,7 +6,10 @@
 //! (`--backend engine`). It binds a unix datagram socket, announces the datapath to the agent, and
 //! runs a thread that feeds the agent's messages into libccp. Each flow gets a
 //! [`FlowController`] that turns the transport's per-ACK samples into libccp primitives and
-//! invokes the installed datapath program on every ACK and on ticks.
+//! invokes the installed datapath program on every ACK and on ticks. The engine backend also
+//! hands the program the relative one-way delay the sender measures with every RTT sample
+//! (the extended primitive `Flow.owd_us`); the C libccp has no such primitive, so under it a
+//! program's `owd_us` register keeps its "not measured" default.
 //!
 //! # Fallback
 //! The agent answers every report (see the adapter in `ccp-algorithms`). When a message to the
@@ -23,7 +26,9 @@
 
 use crate::cc::{AckSample, FlowController, FlowMeta};
 use crate::reno::BuiltinReno;
-use ccp_engine::{DatapathOps, Engine, EngineConfig, FlowInfo, Primitives, WallClock};
+use ccp_engine::{
+    DatapathOps, Engine, EngineConfig, ExtPrimitives, FlowInfo, Primitives, WallClock,
+};
 use std::collections::HashMap;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -347,7 +352,17 @@ impl Backend {
         }
     }
 
-    fn invoke(&mut self, link: &Link, key: u64, s: &AckSample, cwnd: u32, rate: u64) -> Invoked {
+    /// Runs the flow's program on `s`; `owd_us` is the ACK's relative one-way delay (the engine
+    /// takes it as `Flow.owd_us`; the C libccp cannot).
+    fn invoke(
+        &mut self,
+        link: &Link,
+        key: u64,
+        s: &AckSample,
+        owd_us: Option<u64>,
+        cwnd: u32,
+        rate: u64,
+    ) -> Invoked {
         match self {
             Backend::Libccp { conns, .. } => {
                 let Some(c) = conns.get_mut(&key) else {
@@ -407,7 +422,8 @@ impl Backend {
                     bytes_pending: s.bytes_pending,
                 };
                 let mut ops = EngineOps { link, cells };
-                match engine.invoke(&mut ops, sid, &p) {
+                let ext = ExtPrimitives { owd_us };
+                match engine.invoke_ext(&mut ops, sid, &p, &ext) {
                     Ok(()) => Invoked::Ok,
                     Err(e @ ccp_engine::Error::VersionMismatch { .. }) => {
                         Invoked::Gone(e.to_string())
@@ -762,7 +778,7 @@ struct CcpFlow {
 }
 
 impl CcpFlow {
-    fn step(&mut self, s: &AckSample, tick: bool) {
+    fn step(&mut self, s: &AckSample, owd_us: Option<u64>, tick: bool) {
         let now = Instant::now();
         let mut guard = lock(&self.shared);
         let sh = &mut *guard;
@@ -783,7 +799,7 @@ impl CcpFlow {
         match &mut f.mode {
             Mode::Agent => match sh
                 .backend
-                .invoke(&sh.link, self.key, s, self.cwnd, rate_now)
+                .invoke(&sh.link, self.key, s, owd_us, self.cwnd, rate_now)
             {
                 Invoked::Gone(why) => {
                     warn!(reason = %why, "flow leaves the agent");
@@ -805,7 +821,9 @@ impl CcpFlow {
             Mode::Probing(reno, _) => {
                 feed(reno, s, tick);
                 let reno_cwnd = reno.cwnd();
-                let _ = sh.backend.invoke(&sh.link, self.key, s, reno_cwnd, 0);
+                let _ = sh
+                    .backend
+                    .invoke(&sh.link, self.key, s, owd_us, reno_cwnd, 0);
                 if f.cell.sets.load(Ordering::Relaxed) > f.sets_at_probe {
                     // The agent's program runs on this flow: hand control back.
                     f.mode = Mode::Agent;
@@ -838,11 +856,15 @@ fn feed(reno: &mut BuiltinReno, s: &AckSample, tick: bool) {
 
 impl FlowController for CcpFlow {
     fn on_ack(&mut self, s: &AckSample) {
-        self.step(s, false);
+        self.step(s, None, false);
+    }
+
+    fn on_ack_with_owd(&mut self, s: &AckSample, owd_us: u64) {
+        self.step(s, Some(owd_us), false);
     }
 
     fn on_tick(&mut self, s: &AckSample) {
-        self.step(s, true);
+        self.step(s, None, true);
     }
 
     fn cwnd(&self) -> u32 {

@@ -5,9 +5,10 @@
 //! A sender runs one thread and one UDP socket per flow; a receiver serves any number of flows
 //! on one socket. The protocol is QUIC-like: a HELLO handshake, DATA packets with never-reused
 //! packet numbers (retransmissions get new ones, so every RTT sample is unambiguous) and stream
-//! offsets, ACKs with up to 32 ranges, the echoed send timestamp, the ACK delay, the receiver's
-//! contiguous offset and its ECN-CE count, and a FIN carrying the stream's length and xxh3-128
-//! hash so the receiver can prove the stream arrived intact. Payloads are a deterministic
+//! offsets, ACKs with up to 32 ranges, the echoed send timestamp and the receive timestamp of the
+//! same packet (for the one-way delay), the ACK delay, the receiver's contiguous offset and its
+//! ECN-CE count, and a FIN carrying the stream's length and xxh3-128 hash so the receiver can
+//! prove the stream arrived intact. Payloads are a deterministic
 //! pattern of the flow id and offset ([`pattern`]), so reordering or duplication bugs change
 //! the hash.
 //!

@@ -18,19 +18,24 @@
 //!   of packet number and offset (2.8·10¹⁴ packets, 256 TiB) are plenty for one flow.
 //!   With the `FIN` flag the packet carries no stream data: its offset is the stream's total
 //!   length and its 16-byte payload the sender's xxh3-128 hash of the whole stream.
-//! * `ACK` (≥ 42 bytes): header (flags `FIN_SEEN`, `COMPLETE`, `INTACT`), largest acknowledged
+//! * `ACK` (≥ 46 bytes): header (flags `FIN_SEEN`, `COMPLETE`, `INTACT`), largest acknowledged
 //!   packet number u64, ACK delay u32 (µs), echoed send timestamp of the largest u32, the
+//!   receiver's receive timestamp of that same packet u32 (µs on the receiver's clock, wrapping;
+//!   its origin is arbitrary, so only differences between a flow's samples mean anything: the
+//!   sender takes `receive - send` as the one-way delay up to a constant clock offset), the
 //!   receiver's contiguous stream offset u64, cumulative ECN-CE packet count u64, number of
 //!   extra ranges u8, then QUIC-style variable-length integers: the first range's length
 //!   (`largest - smallest` of the top range) and for each extra range, going down, `gap`
 //!   (`previous smallest - this largest - 2`) and `length`.
+//!
+//! Version 2 added the ACK's receive timestamp; a version-1 peer is refused at the HELLO.
 
 use std::fmt;
 
 /// First byte of every datagram.
 pub const MAGIC: u8 = 0xCC;
 /// Protocol version carried in the second byte.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the common header.
 pub const HEADER_LEN: usize = 8;
 /// Length of a DATA packet's header (common header included).
@@ -52,7 +57,7 @@ pub const MAX_MSS: u32 = 9000 - 28 - DATA_HEADER_LEN as u32;
 /// Largest DATA datagram.
 pub const MAX_DATAGRAM: usize = DATA_HEADER_LEN + MAX_MSS as usize;
 
-const ACK_FIXED_LEN: usize = HEADER_LEN + 8 + 4 + 4 + 8 + 8 + 1;
+const ACK_FIXED_LEN: usize = HEADER_LEN + 8 + 4 + 4 + 4 + 8 + 8 + 1;
 
 /// Packet types.
 pub mod ty {
@@ -146,6 +151,9 @@ pub struct Ack {
     pub ack_delay_us: u32,
     /// Send timestamp of the largest acknowledged packet, echoed.
     pub echo_ts: u32,
+    /// When the receiver received the packet whose send timestamp `echo_ts` echoes: µs on the
+    /// receiver's clock (arbitrary origin, wrapping).
+    pub recv_ts: u32,
     /// The receiver's contiguous stream offset (every byte below it was received).
     pub cum_offset: u64,
     /// Packets received with ECN-CE so far (cumulative).
@@ -161,6 +169,8 @@ impl fmt::Debug for Ack {
             .field("flags", &self.flags)
             .field("ranges", &self.ranges())
             .field("ack_delay_us", &self.ack_delay_us)
+            .field("echo_ts", &self.echo_ts)
+            .field("recv_ts", &self.recv_ts)
             .field("cum_offset", &self.cum_offset)
             .field("ecn_ce", &self.ecn_ce)
             .finish()
@@ -175,6 +185,7 @@ impl Ack {
             flags: 0,
             ack_delay_us: 0,
             echo_ts: 0,
+            recv_ts: 0,
             cum_offset: 0,
             ecn_ce: 0,
             ranges: [(0, 0); MAX_ACK_RANGES],
@@ -337,9 +348,10 @@ pub fn encode_ack(buf: &mut [u8], a: &Ack) -> usize {
     buf[8..16].copy_from_slice(&largest.to_be_bytes());
     buf[16..20].copy_from_slice(&a.ack_delay_us.to_be_bytes());
     buf[20..24].copy_from_slice(&a.echo_ts.to_be_bytes());
-    buf[24..32].copy_from_slice(&a.cum_offset.to_be_bytes());
-    buf[32..40].copy_from_slice(&a.ecn_ce.to_be_bytes());
-    buf[40] = ranges.len().saturating_sub(1) as u8;
+    buf[24..28].copy_from_slice(&a.recv_ts.to_be_bytes());
+    buf[28..36].copy_from_slice(&a.cum_offset.to_be_bytes());
+    buf[36..44].copy_from_slice(&a.ecn_ce.to_be_bytes());
+    buf[ACK_FIXED_LEN - 1] = ranges.len().saturating_sub(1) as u8;
     let mut pos = ACK_FIXED_LEN;
     let first = ranges.first().copied().unwrap_or((0, 0));
     pos += put_varint(&mut buf[pos..], first.1 - first.0);
@@ -430,9 +442,10 @@ fn decode_ack(buf: &[u8], fl: u8, flow_id: u32) -> Result<Ack, PacketError> {
     let largest = get_u64(&buf[8..16]);
     a.ack_delay_us = get_u32(&buf[16..20]);
     a.echo_ts = get_u32(&buf[20..24]);
-    a.cum_offset = get_u64(&buf[24..32]);
-    a.ecn_ce = get_u64(&buf[32..40]);
-    let extra = usize::from(buf[40]);
+    a.recv_ts = get_u32(&buf[24..28]);
+    a.cum_offset = get_u64(&buf[28..36]);
+    a.ecn_ce = get_u64(&buf[36..44]);
+    let extra = usize::from(buf[ACK_FIXED_LEN - 1]);
     if extra >= MAX_ACK_RANGES {
         return Err(PacketError::BadAckRanges);
     }
@@ -522,6 +535,7 @@ mod tests {
         a.flags = flags::FIN_SEEN;
         a.ack_delay_us = 250;
         a.echo_ts = 99;
+        a.recv_ts = 0xfedc_ba98;
         a.cum_offset = 1 << 40;
         a.ecn_ce = 3;
         assert!(a.push_range(1_000_000, 5_000_000));
@@ -534,6 +548,7 @@ mod tests {
         match decode(&buf[..n]).unwrap() {
             Packet::Ack(b) => {
                 assert_eq!(b, a);
+                assert_eq!((b.echo_ts, b.recv_ts), (99, 0xfedc_ba98));
                 assert_eq!(b.largest(), Some(5_000_000));
                 assert!(b.contains(15) && !b.contains(21) && b.contains(0));
             }
@@ -563,7 +578,7 @@ mod tests {
         assert_eq!(decode(&bad), Err(PacketError::BadAckRanges));
         // Claim an extra range that is not there.
         let mut bad = buf[..n].to_vec();
-        bad[40] = 1;
+        bad[ACK_FIXED_LEN - 1] = 1;
         assert_eq!(decode(&bad), Err(PacketError::Truncated));
         bad.extend_from_slice(&[5, 0]);
         assert_eq!(decode(&bad), Err(PacketError::BadAckRanges));

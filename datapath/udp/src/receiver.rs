@@ -472,6 +472,9 @@ impl RecvFlow {
             .saturating_sub(self.largest_rx_us)
             .min(u64::from(u32::MAX)) as u32;
         a.echo_ts = self.largest_ts;
+        // The receive time of the packet whose send time is echoed (µs since this receiver
+        // started, wrapping): the sender's one-way delay sample.
+        a.recv_ts = self.largest_rx_us as u32;
         a.cum_offset = self.next_offset;
         a.ecn_ce = self.ecn_ce;
         self.pns.fill_ack(&mut a);

@@ -1,6 +1,6 @@
 //! Round-trip time estimation and the timer periods derived from it (RFC 9002 §5–6): latest,
 //! minimum and smoothed RTT, RTT variation, the loss-detection time threshold and the probe
-//! timeout.
+//! timeout; and the relative one-way delay ([`OneWayDelay`]).
 
 /// Timer granularity, µs (RFC 9002's kGranularity).
 pub const GRANULARITY_US: u64 = 1_000;
@@ -95,9 +95,78 @@ impl RttEstimator {
     }
 }
 
+/// The relative one-way delay of one flow, µs: each sample is the receiver's receive timestamp
+/// minus the sender's send timestamp of one packet (wrapping u32 arithmetic, both clocks with
+/// arbitrary origins), and what a sample yields is its excess over the smallest the flow has
+/// seen. The subtraction removes the constant offset between the two clocks (not a drift
+/// between their rates, which the excess accumulates: a few ppm, µs per second), leaving the
+/// forward path's queueing. Differences are taken against the current minimum, so the raw
+/// values may wrap any number of times; an excess must stay below 2³¹ µs (35 min).
+#[derive(Clone, Debug, Default)]
+pub struct OneWayDelay {
+    /// Smallest raw sample (`recv - send`, wrapping) so far.
+    min_raw: Option<u32>,
+    sum: u64,
+    samples: u64,
+}
+
+impl OneWayDelay {
+    /// Takes the send and receive timestamps of one packet; returns the sample's excess over
+    /// the smallest one-way delay seen (0 for a new smallest).
+    pub fn update(&mut self, send_ts: u32, recv_ts: u32) -> u64 {
+        let raw = recv_ts.wrapping_sub(send_ts);
+        let excess = match self.min_raw {
+            Some(m) if raw.wrapping_sub(m) as i32 >= 0 => u64::from(raw.wrapping_sub(m)),
+            _ => {
+                self.min_raw = Some(raw);
+                0
+            }
+        };
+        self.sum += excess;
+        self.samples += 1;
+        excess
+    }
+
+    /// Samples taken.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// Mean excess over all samples, µs (None before any).
+    pub fn mean(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.sum as f64 / self.samples as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_way_delay_is_relative_to_the_smallest_and_survives_wrapping() {
+        // The receiver's clock is ahead by an offset that puts the raw delays across the
+        // u32 wrap.
+        let offset = u32::MAX - 300;
+        let mut d = OneWayDelay::default();
+        assert_eq!(d.mean(), None);
+        let at = |send: u32, owd: u32| (send, send.wrapping_add(offset).wrapping_add(owd));
+        let (s, r) = at(1_000, 500);
+        assert_eq!(d.update(s, r), 0);
+        let (s, r) = at(2_000, 900);
+        assert_eq!(d.update(s, r), 400);
+        // A smaller delay becomes the new reference.
+        let (s, r) = at(3_000, 200);
+        assert_eq!(d.update(s, r), 0);
+        let (s, r) = at(4_000, 1_200);
+        assert_eq!(d.update(s, r), 1_000);
+        // Send timestamps wrap too.
+        let (s, r) = at(u32::MAX - 10, 250);
+        assert_eq!(d.update(s, r), 50);
+        let (s, r) = at(5, 200);
+        assert_eq!(d.update(s, r), 0);
+        assert_eq!(d.samples(), 6);
+        assert_eq!(d.mean(), Some(1_450.0 / 6.0));
+    }
 
     #[test]
     fn follows_rfc9002() {

@@ -23,6 +23,9 @@
 //! * `ecn_packets`: new ECN-CE marks the receiver counted; `ecn_bytes` = that × MSS.
 //! * `lost_pkts`: packets newly declared lost; `was_timeout` on a retransmission timeout.
 //! * `rtt_us`: the ack-delay-adjusted RTT of the largest newly acknowledged packet, 0 if none.
+//! * with every RTT sample, the relative one-way delay of the same packet
+//!   ([`FlowController::on_ack_with_owd`]): the ACK's receive timestamp minus its echoed send
+//!   timestamp, minus the smallest such difference of the flow ([`OneWayDelay`]), µs.
 //! * `rate_incoming`: a delivery-rate sample as BBR takes it (draft-cheng-iccrg-delivery-rate-
 //!   estimation): bytes delivered between sending and acknowledging the most recently sent newly
 //!   acknowledged packet, over the longer of the send and ACK intervals (over the last
@@ -53,7 +56,7 @@ use crate::packet::{
     Packet, flags,
 };
 use crate::pattern;
-use crate::rtt::RttEstimator;
+use crate::rtt::{OneWayDelay, RttEstimator};
 use crate::summary::{SenderSummary, TraceSample, mbps, percentile};
 
 /// Port a receiver listens on unless told otherwise.
@@ -370,6 +373,7 @@ fn unstarted_summary(cfg: &SenderConfig, index: usize, flow_id: u32) -> SenderSu
         rtt_p95_ms: 0.0,
         rtt_p99_ms: 0.0,
         srtt_ms: 0.0,
+        owd_excess_mean_us: None,
         sent_packets: 0,
         sent_bytes: 0,
         retransmitted_packets: 0,
@@ -621,6 +625,7 @@ struct FlowSender<'a> {
     handshake_rtt_us: u64,
     rtt_samples: Vec<u32>,
     rtt_seen: u64,
+    owd: OneWayDelay,
     rng_state: u64,
     trace: Vec<TraceSample>,
     trace_interval_us: u64,
@@ -724,6 +729,7 @@ impl<'a> FlowSender<'a> {
             handshake_rtt_us: hs.rtt_us,
             rtt_samples: Vec::new(),
             rtt_seen: 0,
+            owd: OneWayDelay::default(),
             rng_state: u64::from(flow_id) | 1,
             trace: Vec::new(),
             trace_interval_us: cfg.trace_interval.as_micros() as u64,
@@ -791,7 +797,7 @@ impl<'a> FlowSender<'a> {
                     .last_invoke_us
                     .saturating_add(self.ctrl.tick_us().max(1))
             {
-                self.invoke(AckSample::default(), now, true);
+                self.invoke(AckSample::default(), None, now, true);
             }
             if self.trace_interval_us > 0 && now >= self.next_trace_us {
                 self.take_trace(now);
@@ -916,16 +922,18 @@ impl<'a> FlowSender<'a> {
         }
     }
 
-    fn invoke(&mut self, mut s: AckSample, now: u64, tick: bool) {
+    /// Hands `s` to the controller (with the relative one-way delay `owd_us` of its RTT sample,
+    /// if any), as a tick with `tick`.
+    fn invoke(&mut self, mut s: AckSample, owd_us: Option<u64>, now: u64, tick: bool) {
         s.bytes_in_flight = self.bytes_in_flight.min(u64::from(u32::MAX)) as u32;
         s.packets_in_flight = self.pkts_in_flight.min(u64::from(u32::MAX)) as u32;
         s.bytes_pending = self.bytes_pending();
         s.rate_incoming = self.rate_in;
         s.rate_outgoing = self.rate_out;
-        if tick {
-            self.ctrl.on_tick(&s);
-        } else {
-            self.ctrl.on_ack(&s);
+        match (tick, owd_us) {
+            (true, _) => self.ctrl.on_tick(&s),
+            (false, Some(d)) => self.ctrl.on_ack_with_owd(&s, d),
+            (false, None) => self.ctrl.on_ack(&s),
         }
         self.last_invoke_us = now;
         self.note_controller();
@@ -1083,10 +1091,14 @@ impl<'a> FlowSender<'a> {
                 s.packets_acked += 1;
             }
         }
+        let mut owd_us = None;
         if let Some(latest) = rtt_latest {
             let adjusted = self.rtt.update(latest, u64::from(a.ack_delay_us));
             s.rtt_us = adjusted;
             self.record_rtt(adjusted);
+            // The echoed send timestamp and the receive timestamp are both of the largest
+            // packet, the one this RTT sample is of.
+            owd_us = Some(self.owd.update(a.echo_ts, a.recv_ts));
         }
         if a.ecn_ce > self.ecn_ce {
             let d = (a.ecn_ce - self.ecn_ce).min(u64::from(u32::MAX)) as u32;
@@ -1137,7 +1149,7 @@ impl<'a> FlowSender<'a> {
             }
             None => (windowed, windowed_out),
         };
-        self.invoke(s, now, false);
+        self.invoke(s, owd_us, now, false);
         true
     }
 
@@ -1246,7 +1258,7 @@ impl<'a> FlowSender<'a> {
                     lost_pkts: lost,
                     ..AckSample::default()
                 };
-                self.invoke(s, now, false);
+                self.invoke(s, None, now, false);
             }
             return;
         }
@@ -1298,7 +1310,7 @@ impl<'a> FlowSender<'a> {
             was_timeout: true,
             ..AckSample::default()
         };
-        self.invoke(s, now, false);
+        self.invoke(s, None, now, false);
         self.last_eliciting_us = now;
     }
 
@@ -1688,6 +1700,7 @@ impl<'a> FlowSender<'a> {
             rtt_p95_ms: ms(percentile(&rtts, 0.95)),
             rtt_p99_ms: ms(percentile(&rtts, 0.99)),
             srtt_ms: self.rtt.smoothed() as f64 / 1e3,
+            owd_excess_mean_us: self.owd.mean(),
             sent_packets: self.sent_packets,
             sent_bytes: self.sent_bytes,
             retransmitted_packets: self.retx_packets,

@@ -63,6 +63,11 @@ pub struct SenderSummary {
     pub rtt_p99_ms: f64,
     /// Smoothed RTT at the end, ms.
     pub srtt_ms: f64,
+    /// Mean relative one-way delay over the RTT samples, µs: receive minus send timestamp of
+    /// each sampled packet, minus the flow's smallest (`rtt::OneWayDelay`); the forward path's
+    /// queueing. None without samples.
+    #[serde(default)]
+    pub owd_excess_mean_us: Option<f64>,
     /// DATA packets sent (first transmissions, retransmissions, probes, FIN).
     pub sent_packets: u64,
     /// Payload bytes sent, retransmissions included.
@@ -250,6 +255,7 @@ mod tests {
             rtt_p95_ms: 0.0,
             rtt_p99_ms: 0.0,
             srtt_ms: 0.0,
+            owd_excess_mean_us: Some(12.5),
             sent_packets: 0,
             sent_bytes: 0,
             retransmitted_packets: 0,

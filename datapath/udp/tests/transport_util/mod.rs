@@ -177,6 +177,8 @@ impl FlowController for Fixed {
 #[derive(Default, Debug)]
 pub struct Log {
     pub acks: Vec<AckSample>,
+    /// The relative one-way delay handed with each entry of `acks`, if any.
+    pub owds: Vec<Option<u64>>,
     pub ticks: Vec<(Instant, AckSample)>,
     pub ack_times: Vec<Instant>,
     pub closed: bool,
@@ -200,9 +202,19 @@ impl FlowController for Recording {
         {
             let mut l = self.log.lock().unwrap();
             l.acks.push(*s);
+            l.owds.push(None);
             l.ack_times.push(Instant::now());
         }
         self.inner.on_ack(s);
+    }
+    fn on_ack_with_owd(&mut self, s: &AckSample, owd_us: u64) {
+        {
+            let mut l = self.log.lock().unwrap();
+            l.acks.push(*s);
+            l.owds.push(Some(owd_us));
+            l.ack_times.push(Instant::now());
+        }
+        self.inner.on_ack_with_owd(s, owd_us);
     }
     fn on_tick(&mut self, s: &AckSample) {
         self.log.lock().unwrap().ticks.push((Instant::now(), *s));

@@ -1,0 +1,131 @@
+//! The relative one-way delay: the receiver puts the receive timestamp of the packet whose send
+//! timestamp it echoes in every ACK; with every RTT sample the sender hands its controller the
+//! receive-minus-send difference above the flow's smallest.
+
+mod transport_util;
+
+use std::net::UdpSocket;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ccp_udp::Amount;
+use ccp_udp::packet::{self, Ack, Packet, flags};
+use ccp_udp::ranges::PnRanges;
+use transport_util::*;
+
+/// The forward queueing the scripted receiver claims for packet `pn`, µs.
+fn claimed_queueing(pn: u64) -> u32 {
+    (pn % 4) as u32 * 1_000
+}
+
+#[test]
+fn the_sender_turns_receive_timestamps_into_the_relative_one_way_delay() {
+    bounded(Duration::from_secs(20), || {
+        // A scripted receiver that acknowledges every packet at once and claims it received
+        // packet `pn` at send time + a clock offset that wraps the u32 timestamps + a queueing
+        // of 0, 1, 2 or 3 ms by `pn`.
+        let offset = u32::MAX - 1_500;
+        let fake = UdpSocket::bind("127.0.0.1:0").unwrap();
+        fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let dest = fake.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            let mut out = [0u8; packet::MAX_ACK_LEN];
+            let mut cum = 0u64;
+            let mut fin = None;
+            let mut pns = PnRanges::new();
+            while let Ok((n, from)) = fake.recv_from(&mut buf) {
+                match packet::decode(&buf[..n]) {
+                    Ok(Packet::Hello(h)) => {
+                        let n = packet::encode_hello(&mut out, &h, true);
+                        fake.send_to(&out[..n], from).unwrap();
+                    }
+                    Ok(Packet::Data(h, payload)) => {
+                        pns.insert(h.pn);
+                        if h.is_fin() {
+                            fin = Some(h.offset);
+                        } else if h.offset == cum {
+                            cum += payload.len() as u64;
+                        }
+                        let mut a = Ack::new(h.flow_id);
+                        pns.fill_ack(&mut a);
+                        a.cum_offset = cum;
+                        a.echo_ts = h.ts;
+                        a.recv_ts =
+                            h.ts.wrapping_add(offset)
+                                .wrapping_add(claimed_queueing(h.pn));
+                        if fin == Some(cum) {
+                            a.flags = flags::FIN_SEEN | flags::COMPLETE | flags::INTACT;
+                        }
+                        let n = packet::encode_ack(&mut out, &a);
+                        fake.send_to(&out[..n], from).unwrap();
+                        if fin == Some(cum) {
+                            return;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let log = Arc::new(Mutex::new(Log::default()));
+        let make = recording(log.clone(), reno);
+        let mut cfg = one_flow(dest, Amount::Bytes(400_000));
+        cfg.gso = false;
+        let s = send(&cfg, &make).expect("transfer");
+        peer.join().unwrap();
+        let log = log.lock().unwrap();
+        assert!(s[0].completed);
+        assert_eq!(log.acks.len(), log.owds.len());
+        // A delay with every RTT sample and only then.
+        for (a, d) in log.acks.iter().zip(&log.owds) {
+            assert_eq!(a.rtt_us > 0, d.is_some(), "{a:?} {d:?}");
+        }
+        let owds: Vec<u64> = log.owds.iter().flatten().copied().collect();
+        assert!(owds.len() >= 250, "{} samples", owds.len());
+        // Packet 0 sets the smallest (no queueing), so every sample is exactly the claimed
+        // queueing: the clock offset and the wrapping cancel.
+        assert_eq!(owds[0], 0);
+        assert!(
+            owds.iter().all(|d| [0, 1_000, 2_000, 3_000].contains(d)),
+            "{owds:?}"
+        );
+        for q in [1_000, 2_000, 3_000] {
+            let n = owds.iter().filter(|&&d| d == q).count();
+            assert!(n * 5 >= owds.len(), "{q} µs in {n} of {}", owds.len());
+        }
+        let mean = owds.iter().sum::<u64>() as f64 / owds.len() as f64;
+        let reported = s[0].owd_excess_mean_us.expect("summary has the mean");
+        assert!((reported - mean).abs() < 1e-6, "{reported} vs {mean}");
+    });
+}
+
+#[test]
+fn a_real_receiver_gives_a_one_way_delay_with_every_rtt_sample() {
+    bounded(Duration::from_secs(30), || {
+        let rx = receiver(1);
+        let log = Arc::new(Mutex::new(Log::default()));
+        let make = recording(log.clone(), reno);
+        let s = send(&one_flow(rx.addr, Amount::Bytes(20 << 20)), &make).expect("transfer");
+        let r = rx.join().unwrap();
+        assert_intact(&s[0], &r.flows[0]);
+        let log = log.lock().unwrap();
+        let mut samples = 0;
+        let mut positive = 0;
+        let mut smallest = u64::MAX;
+        for (a, d) in log.acks.iter().zip(&log.owds) {
+            assert_eq!(a.rtt_us > 0, d.is_some(), "{a:?} {d:?}");
+            if let Some(d) = d {
+                samples += 1;
+                positive += usize::from(*d > 0);
+                smallest = smallest.min(*d);
+            }
+        }
+        assert!(samples > 100, "{samples} samples");
+        // Excesses over the flow's own smallest: the first sample and every new smallest is 0,
+        // and the receiver's clock shows the loopback's queueing and jitter in the others
+        // (without receive timestamps every sample would be a new smallest).
+        assert_eq!(smallest, 0);
+        assert!(positive > 0, "all {samples} samples 0");
+        assert!(s[0].owd_excess_mean_us.is_some());
+    });
+}
