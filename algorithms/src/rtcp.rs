@@ -32,10 +32,11 @@
 //!   `Q_s = min(bytes_pending, backlog-cap)` the sender-side backlog, `Q_d = 0` (no datapath
 //!   reports a receiver backlog) and `D` the queueing delay. The paper measures D, "the delay
 //!   experienced by flow i", with time stamps in the packet headers: a one-way delay. Where the
-//!   datapath measures one (`Measurement::owd_mean_us`: the simulator, whose receiver echoes
-//!   its receive time stamp in every ACK), D is the report's mean relative one-way delay, the
-//!   forward delay above the smallest the flow has seen. Elsewhere (ccp-udp, kernel datapaths,
-//!   libccp; or with `one-way-delay=false`) D is the report's mean RTT minus the smallest RTT
+//!   datapath measures one (`Measurement::owd_mean_us`: the simulator and ccp-udp with its
+//!   engine backend, whose receivers put their receive time stamp in every ACK), D is the
+//!   report's mean relative one-way delay, the forward delay above the smallest the flow has
+//!   seen. Elsewhere (ccp-udp with the C libccp backend, kernel datapaths, libccp; or with
+//!   `one-way-delay=false`) D is the report's mean RTT minus the smallest RTT
 //!   the flow has seen, which also counts the queueing of the flow's ACKs on the reverse path,
 //!   e.g. behind the receiving host's own outgoing data: a flow whose receiver also sends then
 //!   backs off for congestion that is not on its path (see `docs/results/rtcp.md`).
