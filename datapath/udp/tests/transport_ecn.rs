@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ccp_udp::io::{self as sio, RecvBatch};
-use ccp_udp::packet::{self, Ack, DataHeader, Hello, Packet, flags};
+use ccp_udp::packet::{self, DataHeader, Hello, Packet, flags};
 use ccp_udp::{Amount, pattern};
 use transport_util::*;
 
@@ -122,48 +122,10 @@ fn the_receiver_counts_ce_and_echoes_it() {
 fn the_sender_reports_ce_to_its_controller() {
     bounded(Duration::from_secs(20), || {
         // A scripted receiver that acknowledges every packet and claims each was CE-marked.
-        let fake = UdpSocket::bind("127.0.0.1:0").unwrap();
-        fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let dest = fake.local_addr().unwrap();
-        let peer = std::thread::spawn(move || {
-            let mut buf = [0u8; 65536];
-            let mut out = [0u8; packet::MAX_ACK_LEN];
-            let mut cum = 0u64;
-            let mut ce = 0u64;
-            let mut fin = None;
-            let mut pns = ccp_udp::ranges::PnRanges::new();
-            while let Ok((n, from)) = fake.recv_from(&mut buf) {
-                match packet::decode(&buf[..n]) {
-                    Ok(Packet::Hello(h)) => {
-                        let n = packet::encode_hello(&mut out, &h, true);
-                        fake.send_to(&out[..n], from).unwrap();
-                    }
-                    Ok(Packet::Data(h, payload)) => {
-                        pns.insert(h.pn);
-                        ce += 1;
-                        if h.is_fin() {
-                            fin = Some(h.offset);
-                        } else if h.offset == cum {
-                            cum += payload.len() as u64;
-                        }
-                        let mut a = Ack::new(h.flow_id);
-                        pns.fill_ack(&mut a);
-                        a.cum_offset = cum;
-                        a.ecn_ce = ce;
-                        a.echo_ts = h.ts;
-                        if fin == Some(cum) {
-                            a.flags = flags::FIN_SEEN | flags::COMPLETE | flags::INTACT;
-                        }
-                        let n = packet::encode_ack(&mut out, &a);
-                        fake.send_to(&out[..n], from).unwrap();
-                        if fin == Some(cum) {
-                            return ce;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            ce
+        let mut ce = 0u64;
+        let (dest, peer) = scripted_receiver(move |_, a| {
+            ce += 1;
+            a.ecn_ce = ce;
         });
         let log = Arc::new(Mutex::new(Log::default()));
         let make = recording(log.clone(), reno);

@@ -99,6 +99,61 @@ pub fn relay(
 }
 
 /// A sender configuration for one flow of `amount` to `dest`.
+/// A scripted receiver on a fresh loopback socket: it answers HELLOs and acknowledges every
+/// DATA packet at once (ranges, cumulative offset, echoed send timestamp; the completion flags
+/// once the FIN and every byte before it are in), letting `shape` change each ACK before it goes
+/// out. The thread ends after acknowledging the completed flow, or after 5 s of silence, and
+/// returns how many DATA packets it saw.
+pub fn scripted_receiver(
+    mut shape: impl FnMut(&ccp_udp::packet::DataHeader, &mut ccp_udp::packet::Ack) + Send + 'static,
+) -> (SocketAddr, JoinHandle<u64>) {
+    use ccp_udp::packet::{self, Ack, Packet, flags};
+    let fake = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    fake.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let dest = fake.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        let mut out = [0u8; packet::MAX_ACK_LEN];
+        let mut cum = 0u64;
+        let mut fin = None;
+        let mut seen = 0u64;
+        let mut pns = ccp_udp::ranges::PnRanges::new();
+        while let Ok((n, from)) = fake.recv_from(&mut buf) {
+            match packet::decode(&buf[..n]) {
+                Ok(Packet::Hello(h)) => {
+                    let n = packet::encode_hello(&mut out, &h, true);
+                    fake.send_to(&out[..n], from).unwrap();
+                }
+                Ok(Packet::Data(h, payload)) => {
+                    seen += 1;
+                    pns.insert(h.pn);
+                    if h.is_fin() {
+                        fin = Some(h.offset);
+                    } else if h.offset == cum {
+                        cum += payload.len() as u64;
+                    }
+                    let mut a = Ack::new(h.flow_id);
+                    pns.fill_ack(&mut a);
+                    a.cum_offset = cum;
+                    a.echo_ts = h.ts;
+                    if fin == Some(cum) {
+                        a.flags = flags::FIN_SEEN | flags::COMPLETE | flags::INTACT;
+                    }
+                    shape(&h, &mut a);
+                    let n = packet::encode_ack(&mut out, &a);
+                    fake.send_to(&out[..n], from).unwrap();
+                    if fin == Some(cum) {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        seen
+    });
+    (dest, peer)
+}
+
 pub fn one_flow(dest: SocketAddr, amount: Amount) -> SenderConfig {
     SenderConfig {
         dest,
