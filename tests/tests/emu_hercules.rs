@@ -12,7 +12,7 @@
 
 use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::Agent;
-use ccp_tests::emu_support::{self, UdpFlow, join, tcp_connect, tcp_send_until, tcp_sink};
+use ccp_tests::emu_support::{self, join, tcp_connect, tcp_send_until, tcp_sink};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -31,22 +31,6 @@ fn skip_reason() -> Option<String> {
     emu_support::skip_reason(&["ccp-agent", "ccp-udp"], &["cubic", "bbr"])
 }
 
-fn start_udp(
-    tb: &Testbed,
-    agent: &Agent,
-    dir: &Path,
-    host: usize,
-    alg: &str,
-    port: u16,
-) -> Result<UdpFlow, String> {
-    emu_support::start_udp(tb, agent, dir, host, alg, port, FLOW_SECS)
-}
-
-/// Mbit/s a ccp-udp flow delivered in the window, from its trace.
-fn udp_rate(f: UdpFlow) -> Result<f64, String> {
-    emu_support::udp_rate(f, FROM_S, TO_S)
-}
-
 /// The rates (Mbit/s) of Hercules 100, Hercules 5 and the kernel's `cc`, all at once.
 fn run_case(
     tb: &Testbed,
@@ -56,8 +40,17 @@ fn run_case(
     port: u16,
 ) -> Result<[f64; 3], String> {
     let (received, reader) = tcp_sink(tb, port)?;
-    let big = start_udp(tb, agent, dir, 0, "hercules:min=100mbit", port + 1)?;
-    let small = start_udp(tb, agent, dir, 1, "hercules:min=5mbit", port + 2)?;
+    let big = emu_support::start_udp(
+        tb,
+        agent,
+        dir,
+        0,
+        "hercules:min=100mbit",
+        port + 1,
+        FLOW_SECS,
+    )?;
+    let small =
+        emu_support::start_udp(tb, agent, dir, 1, "hercules:min=5mbit", port + 2, FLOW_SECS)?;
     let stream = tcp_connect(tb, 2, port, cc)?;
     let t0 = Instant::now();
     let sender = tcp_send_until(&stream, t0 + Duration::from_secs_f64(FLOW_SECS))?;
@@ -69,8 +62,8 @@ fn run_case(
     };
     let (a, b) = (at(FROM_S), at(TO_S));
     let kernel = (b - a) as f64 * 8.0 / (TO_S - FROM_S) / 1e6;
-    let big = udp_rate(big)?;
-    let small = udp_rate(small)?;
+    let big = emu_support::udp_rate(big, FROM_S, TO_S)?;
+    let small = emu_support::udp_rate(small, FROM_S, TO_S)?;
     join(sender, "sender")?;
     join(reader, "reader")?;
     Ok([big, small, kernel])

@@ -16,9 +16,7 @@
 
 use ccp_algorithms::aggregator::jcce;
 use ccp_emu::{Testbed, TestbedConfig, cleanup};
-use ccp_tests::emu_support::{
-    self, UdpFlow, join, tcp_connect, tcp_send_until, tcp_sink, wait_for_text,
-};
+use ccp_tests::emu_support::{self, join, tcp_connect, tcp_send_until, tcp_sink, wait_for_text};
 use ccp_tests::{Agent, workspace_bin};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -98,23 +96,6 @@ impl Drop for Service {
     }
 }
 
-/// The vivace-distributed flow over ccp-udp from sender `host` to `port`.
-fn start_udp(
-    tb: &Testbed,
-    agent: &Agent,
-    dir: &Path,
-    host: usize,
-    alg: &str,
-    port: u16,
-) -> Result<UdpFlow, String> {
-    emu_support::start_udp(tb, agent, dir, host, alg, port, FLOW_SECS)
-}
-
-/// Mbit/s a ccp-udp flow delivered in the window, from its trace.
-fn udp_rate(f: UdpFlow) -> Result<f64, String> {
-    emu_support::udp_rate(f, FROM_S, TO_S)
-}
-
 /// What one case measured.
 struct Case {
     /// vivace-distributed, Mbit/s.
@@ -180,13 +161,14 @@ fn run_case(
             (published, answered)
         })
     };
-    let udp = start_udp(
+    let udp = emu_support::start_udp(
         tb,
         agent,
         dir,
         0,
         &format!("vivace-distributed:group={GROUP}"),
         port + 50,
+        FLOW_SECS,
     )?;
     let t0 = Instant::now();
     let mut senders = vec![];
@@ -213,7 +195,7 @@ fn run_case(
         .zip(&b)
         .map(|(a, b)| (b - a) as f64 * 8.0 / (TO_S - FROM_S) / 1e6)
         .collect();
-    let vd = udp_rate(udp)?;
+    let vd = emu_support::udp_rate(udp, FROM_S, TO_S)?;
     for s in senders {
         join(s, "sender")?;
     }
