@@ -65,5 +65,5 @@ pub use link::{EcnThreshold, LinkConfig, Service};
 pub use queue::{QueueConfig, QueueKind};
 pub use shell::{Shell, ShellConfig};
 pub use stage::{DelayConfig, PathConfig, StageStats};
-pub use testbed::{Host, Testbed, TestbedConfig};
+pub use testbed::{Host, ServiceHostConfig, Testbed, TestbedConfig};
 pub use trace::{Schedule, Trace};

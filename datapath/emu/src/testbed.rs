@@ -4,6 +4,13 @@
 //! the receiver sends crosses the downlink pipeline and is routed to the sender it is
 //! addressed to. The hosts are isolated from the machine's own namespace, so addresses never
 //! collide with anything: the receiver is 100.127.0.1, sender i (from 1) is 100.127.1.i.
+//!
+//! Optionally a service host ([`TestbedConfig::service`], 100.127.0.2) runs a shared control
+//! service such as JCCE. Every sender host and the receiver host reach it over a side path of
+//! its own: a second TUN device per host ([`SIDE_DEVICE`], routed to the service host's
+//! address only) and two more forwarding threads that only delay (no rate limit, no queue, no
+//! loss). Control traffic thereby never enters the uplink or downlink pipelines: it neither
+//! shares the bottleneck nor shows in its counters.
 
 use crate::engine::{Clock, DirStats, Direction, Output};
 use crate::error::{EmuError, Result};
@@ -20,6 +27,20 @@ use std::sync::Arc;
 pub const HOST_DEVICE: &str = "emu0";
 /// The receiver's address.
 pub const RECEIVER_ADDR: Ipv4Addr = Ipv4Addr::new(100, 127, 0, 1);
+
+/// The service host's address (when [`TestbedConfig::service`] is set).
+pub const SERVICE_ADDR: Ipv4Addr = Ipv4Addr::new(100, 127, 0, 2);
+/// The device of the side path to the service host, inside every sender and the receiver.
+pub const SIDE_DEVICE: &str = "side0";
+
+/// The service host and its side path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceHostConfig {
+    /// One-way delay of the side path, each way (host → service and back), applied alone: no
+    /// rate limit, no queue, no loss. The round trip between any host and the service is twice
+    /// this.
+    pub one_way: std::time::Duration,
+}
 
 /// Address of sender `i` (1-based).
 pub fn sender_addr(i: usize) -> Ipv4Addr {
@@ -49,6 +70,9 @@ pub struct TestbedConfig {
     pub command_line: String,
     /// Run the forwarding threads under SCHED_FIFO (precise timing on a loaded machine).
     pub realtime: bool,
+    /// A service host beside the experiment, reached over its own side path (none: no such
+    /// host).
+    pub service: Option<ServiceHostConfig>,
 }
 
 impl Default for TestbedConfig {
@@ -64,6 +88,7 @@ impl Default for TestbedConfig {
             seed: 1,
             command_line: String::new(),
             realtime: true,
+            service: None,
         }
     }
 }
@@ -99,12 +124,16 @@ pub struct Host {
     pub addr: Ipv4Addr,
     ns: Netns,
     tun: Arc<Tun>,
+    /// The side path's device towards the service host, if there is one.
+    side: Option<Arc<Tun>>,
 }
 
 impl Host {
-    fn new(name: String, addr: Ipv4Addr, prefix: &str) -> Result<Host> {
+    /// A host whose device reaches every other host; with `side`, a second device reaches the
+    /// service host (a more specific route than the others').
+    fn new(name: String, addr: Ipv4Addr, prefix: &str, side: bool) -> Result<Host> {
         let ns = Netns::new(&init_name(prefix))?;
-        let tun = ns.run(|| {
+        let (tun, side) = ns.run(|| {
             let t = Tun::create(HOST_DEVICE)?;
             sys::disable_ipv6(HOST_DEVICE)?;
             sys::set_address(HOST_DEVICE, addr, 32)?;
@@ -112,13 +141,26 @@ impl Host {
             sys::link_up(HOST_DEVICE)?;
             // Every other host is behind the device.
             sys::add_route(Ipv4Addr::new(100, 127, 0, 0), 16, None, HOST_DEVICE)?;
-            Ok(t)
+            let s = if side {
+                let s = Tun::create(SIDE_DEVICE)?;
+                sys::disable_ipv6(SIDE_DEVICE)?;
+                // The same address as the host's, so what leaves here carries it.
+                sys::set_address(SIDE_DEVICE, addr, 32)?;
+                sys::set_mtu_txqlen(SIDE_DEVICE, MTU, TXQLEN)?;
+                sys::link_up(SIDE_DEVICE)?;
+                sys::add_route(SERVICE_ADDR, 32, None, SIDE_DEVICE)?;
+                Some(Arc::new(s))
+            } else {
+                None
+            };
+            Ok((t, s))
         })?;
         Ok(Host {
             name,
             addr,
             ns,
             tun: Arc::new(tun),
+            side,
         })
     }
 
@@ -136,6 +178,16 @@ pub struct Testbed {
     up: Direction,
     down: Direction,
     clock: Clock,
+    service: Option<Service>,
+}
+
+/// The service host and the two directions of its side path.
+struct Service {
+    host: Host,
+    /// Every host → the service host.
+    to: Direction,
+    /// The service host → every host.
+    from: Direction,
 }
 
 impl Testbed {
@@ -164,9 +216,10 @@ impl Testbed {
         up_cfg.validate()?;
         down_cfg.validate()?;
         let clock = Clock::start();
-        let receiver = Host::new("receiver".into(), RECEIVER_ADDR, &cfg.name_prefix)?;
+        let side = cfg.service.is_some();
+        let receiver = Host::new("receiver".into(), RECEIVER_ADDR, &cfg.name_prefix, side)?;
         let senders = (1..=cfg.senders)
-            .map(|i| Host::new(format!("sender{i}"), sender_addr(i), &cfg.name_prefix))
+            .map(|i| Host::new(format!("sender{i}"), sender_addr(i), &cfg.name_prefix, side))
             .collect::<Result<Vec<_>>>()?;
         let start = clock.now_us() / 1000 * 1000;
         let header = |dir: &str, l: &Option<LinkConfig>| {
@@ -200,13 +253,64 @@ impl Testbed {
             clock,
             cfg.realtime,
         )?;
+        let service = match cfg.service {
+            None => None,
+            Some(sc) => Some(Self::start_service(
+                &sc, &cfg, &receiver, &senders, start, clock,
+            )?),
+        };
         Ok(Testbed {
             receiver,
             senders,
             up,
             down,
             clock,
+            service,
         })
+    }
+
+    /// The service host and its side path: delay only, each way.
+    fn start_service(
+        sc: &ServiceHostConfig,
+        cfg: &TestbedConfig,
+        receiver: &Host,
+        senders: &[Host],
+        start: u64,
+        clock: Clock,
+    ) -> Result<Service> {
+        let host = Host::new("service".into(), SERVICE_ADDR, &cfg.name_prefix, false)?;
+        let path = PathConfig {
+            link: None,
+            loss: 0.0,
+            delay: DelayConfig::fixed(sc.one_way),
+        };
+        let hosts = || std::iter::once(receiver).chain(senders);
+        let side = |h: &Host| {
+            h.side
+                .clone()
+                .ok_or_else(|| EmuError::Config(format!("{} has no side path", h.name)))
+        };
+        let to = Direction::start(
+            "svc-to",
+            hosts().map(side).collect::<Result<Vec<_>>>()?,
+            Output::One(host.tun.clone()),
+            Pipeline::new(&path, start, cfg.seed ^ 0x5e41, None)?,
+            clock,
+            cfg.realtime,
+        )?;
+        let from = Direction::start(
+            "svc-from",
+            vec![host.tun.clone()],
+            Output::Route(
+                hosts()
+                    .map(|h| Ok((h.addr, side(h)?)))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Pipeline::new(&path, start, cfg.seed ^ 0x5e42, None)?,
+            clock,
+            cfg.realtime,
+        )?;
+        Ok(Service { host, to, from })
     }
 
     /// The receiver host.
@@ -219,13 +323,22 @@ impl Testbed {
         &self.senders
     }
 
+    /// The service host, if the testbed has one ([`TestbedConfig::service`]).
+    pub fn service(&self) -> Option<&Host> {
+        self.service.as_ref().map(|s| &s.host)
+    }
+
     /// Spawn `cmd` on `host`. It gets `CCP_EMU_RECEIVER` (the receiver's address),
-    /// `CCP_EMU_ADDR` (its host's) and `CCP_EMU_HOST` (the host's name); it is killed when the
-    /// testbed goes away, if it has not exited (wait for it with the handle).
+    /// `CCP_EMU_ADDR` (its host's), `CCP_EMU_HOST` (the host's name) and, with a service host,
+    /// `CCP_EMU_SERVICE` (its address); it is killed when the testbed goes away, if it has not
+    /// exited (wait for it with the handle).
     pub fn spawn(&self, host: &Host, cmd: &mut Command) -> Result<Child> {
         cmd.env("CCP_EMU_RECEIVER", RECEIVER_ADDR.to_string())
             .env("CCP_EMU_ADDR", host.addr.to_string())
             .env("CCP_EMU_HOST", &host.name);
+        if self.service.is_some() {
+            cmd.env("CCP_EMU_SERVICE", SERVICE_ADDR.to_string());
+        }
         host.ns.spawn(cmd)
     }
 
@@ -240,6 +353,15 @@ impl Testbed {
         (get(&self.up.stats), get(&self.down.stats))
     }
 
+    /// Counters of the service host's side path: (every host → service, service → hosts);
+    /// `None` without a service host.
+    pub fn service_stats(&self) -> Option<(StageStats, StageStats)> {
+        let get = |d: &DirStats| d.stages.lock().map(|s| *s).unwrap_or_default();
+        self.service
+            .as_ref()
+            .map(|s| (get(&s.to.stats), get(&s.from.stats)))
+    }
+
     /// Live counters of both directions.
     pub fn dir_stats(&self) -> (Arc<DirStats>, Arc<DirStats>) {
         (self.up.stats.clone(), self.down.stats.clone())
@@ -249,6 +371,10 @@ impl Testbed {
     pub fn shutdown(mut self) -> (StageStats, StageStats) {
         self.up.stop();
         self.down.stop();
+        if let Some(s) = &mut self.service {
+            s.to.stop();
+            s.from.stop();
+        }
         self.stats()
     }
 }
@@ -258,6 +384,11 @@ impl Drop for Testbed {
         self.receiver.ns.kill();
         for s in &mut self.senders {
             s.ns.kill();
+        }
+        if let Some(s) = &mut self.service {
+            s.host.ns.kill();
+            s.to.stop();
+            s.from.stop();
         }
         self.up.stop();
         self.down.stop();

@@ -509,6 +509,7 @@ fn testbed(a: TestbedArgs) -> Result<i32> {
         seed: a.common.seed,
         command_line: command_line(),
         realtime: !a.common.no_realtime,
+        service: None,
     })?;
     let sh = |script: &str, idx: usize| {
         let mut c = Command::new("/bin/sh");
