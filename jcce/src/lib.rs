@@ -10,6 +10,7 @@
 //! * [`wire`]: the datagram format, HMAC-SHA256 authentication and replay protection.
 //! * [`server`]: the tokio UDP service (`jcce serve`) and its metrics.
 //! * [`client`]: the agent's non-blocking client (publish and read from a synchronous callback).
+//! * [`publisher`]: a receiver publishing what other flows (the kernel's TCP) deliver.
 //! * [`sim`]: the core in virtual time with simulated one-way latencies, for the simulator.
 //! * [`bench`]: the load generator behind `jcce bench`.
 //!
@@ -18,6 +19,7 @@
 pub mod bench;
 pub mod client;
 pub mod core;
+pub mod publisher;
 pub mod server;
 pub mod sim;
 pub mod wire;
