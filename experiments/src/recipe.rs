@@ -204,10 +204,37 @@ impl FlowSpec {
     }
 }
 
-/// The kernel congestion control of a flow written `kernel:NAME` (a Linux TCP connection with
-/// `TCP_CONGESTION` = NAME, backends emu and quic), or `None` for an agent algorithm.
+/// The kernel congestion control of a flow written `kernel:NAME` or `kernel:NAME:group=G` (a
+/// Linux TCP connection with `TCP_CONGESTION` = NAME, backends emu and quic), or `None` for an
+/// agent algorithm.
 pub fn kernel_cc(algorithm: &str) -> Option<&str> {
-    algorithm.strip_prefix(KERNEL_PREFIX)
+    let rest = algorithm.strip_prefix(KERNEL_PREFIX)?;
+    Some(rest.split_once(':').map_or(rest, |(cc, _)| cc))
+}
+
+/// The JCCE group a kernel flow's receiver publishes its throughput to
+/// (`kernel:NAME:group=G`, so Vivace-Distributed flows of group G count it in `T_avg`), if any.
+pub fn kernel_group(flow: &FlowSpec) -> Option<u64> {
+    kernel_cc(&flow.algorithm)?;
+    flow.params
+        .iter()
+        .find(|(k, _)| k == "group")
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// The JCCE service of Vivace-Distributed flows on the emu and quic backends (`jcce:`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JcceOptions {
+    /// One-way delay between every host and the JCCE service host, each way, µs
+    /// (`jcce.delay`). Default 1 ms: the paper gives no JCCE latency; 1 ms is the simulator's
+    /// default (ccp-sim's `agent.jcce.latency`), a service inside the JointCloud's region.
+    pub delay_us: u64,
+}
+
+impl Default for JcceOptions {
+    fn default() -> Self {
+        JcceOptions { delay_us: 1_000 }
+    }
 }
 
 /// How a recipe names a kernel TCP flow's algorithm: `kernel:cubic`.
@@ -376,6 +403,7 @@ pub struct Recipe {
     pub plots: Vec<PlotSpec>,
     pub sim: SimOptions,
     pub udp: UdpOptions,
+    pub jcce: JcceOptions,
 }
 
 /// Keys of a part (or of a recipe without parts).
@@ -393,6 +421,7 @@ pub const PART_KEYS: &[&str] = &[
     "plots",
     "sim",
     "udp",
+    "jcce",
 ];
 
 /// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME` or, for FCT, `:size=BUCKET`).
@@ -754,6 +783,7 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
     let plots = read_plots(&mut r, tree.get("plots"), axes);
     let sim = read_sim(&mut r, tree.get("sim"));
     let udp = read_udp(&mut r, tree.get("udp"));
+    let jcce = read_jcce(&mut r, tree.get("jcce"));
 
     if backend == Some(Backend::Udp) {
         check_udp(&mut r, tree);
@@ -792,6 +822,7 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
         plots: plots?,
         sim: sim?,
         udp: udp?,
+        jcce: jcce?,
     })
 }
 
@@ -1288,8 +1319,9 @@ fn algorithm_names() -> String {
         .join(", ")
 }
 
-/// A flow's `kernel:NAME` (node `a` at `afield`): NAME is a kernel congestion control name,
-/// the backend runs kernel TCP (emu, quic), and there are no params.
+/// A flow's `kernel:NAME` or `kernel:NAME:group=G` (node `a` at `afield`): NAME is a kernel
+/// congestion control name, G a JCCE group (a number), the backend runs kernel TCP (emu,
+/// quic), and there are no params.
 fn read_kernel_algorithm(
     r: &mut Reader,
     a: &Node,
@@ -1300,6 +1332,23 @@ fn read_kernel_algorithm(
     params: Option<&Node>,
 ) -> Option<(String, Vec<(String, String)>)> {
     let before = r.errs.len();
+    let written = format!("{KERNEL_PREFIX}{cc}");
+    let (cc, group) = match cc.split_once(':') {
+        None => (cc, None),
+        Some((cc, opt)) => match opt.strip_prefix("group=").map(str::parse::<u64>) {
+            Some(Ok(g)) => (cc, Some(g)),
+            _ => {
+                r.err(
+                    a,
+                    afield,
+                    format!(
+                        "expected kernel:NAME or kernel:NAME:group=G with G a JCCE group number, got {written:?}"
+                    ),
+                );
+                (cc, None)
+            }
+        },
+    };
     // Linux names congestion controls in at most 15 bytes (TCP_CA_NAME_MAX is 16).
     if cc.is_empty()
         || cc.len() > 15
@@ -1335,7 +1384,8 @@ fn read_kernel_algorithm(
             "a kernel TCP flow takes no params (the kernel's congestion control is tuned by its sysctls and module parameters)",
         );
     }
-    (r.errs.len() == before).then(|| (format!("{KERNEL_PREFIX}{cc}"), vec![]))
+    let params = group.map(|g| ("group".to_string(), g.to_string()));
+    (r.errs.len() == before).then(|| (format!("{KERNEL_PREFIX}{cc}"), params.into_iter().collect()))
 }
 
 /// Read an algorithm name and its parameters (checked against the registry), or a kernel
@@ -1351,7 +1401,7 @@ fn read_algorithm(
     let a = r.required(n, field, "algorithm", &expected)?;
     let afield = join(field, "algorithm");
     let name = r.scalar(a, &afield, &expected)?;
-    if let Some(cc) = kernel_cc(name) {
+    if let Some(cc) = name.strip_prefix(KERNEL_PREFIX) {
         return read_kernel_algorithm(r, a, &afield, cc, backend, field, params);
     }
     let spec = match registry::lookup(name) {
@@ -2057,6 +2107,18 @@ fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
         u.datapath = d.to_string();
     }
     if r.errs.len() > before { None } else { Some(u) }
+}
+
+fn read_jcce(r: &mut Reader, n: Option<&Node>) -> Option<JcceOptions> {
+    let mut j = JcceOptions::default();
+    let Some(n) = n else { return Some(j) };
+    if !r.map(n, "jcce", &["delay"]) {
+        return None;
+    }
+    if let Some(x) = n.get("delay") {
+        j.delay_us = r.duration(x, "jcce.delay")?;
+    }
+    Some(j)
 }
 
 /// What loopback cannot do.

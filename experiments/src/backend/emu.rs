@@ -6,6 +6,16 @@
 //! Flows written `kernel:NAME` are not the agent's: they run as Linux TCP connections between
 //! the same two hosts with the kernel's congestion control NAME (`kernel.rs`), started on the
 //! sender's clock, and are merged into the run's flows in recipe order.
+//!
+//! A run with `vivace-distributed` flows, or kernel flows in a JCCE group
+//! (`kernel:NAME:group=G`), also gets the testbed's service host (`ccp_emu::testbed::
+//! SERVICE_ADDR`), reached from every host over a delay-only side path of `jcce.delay` each way
+//! that never crosses the bottleneck. The real `jcce serve` runs there, with a key from `jcce
+//! keygen`; the agent then runs inside the sender host (its unix socket is still a file) with
+//! `--jcce`, so it reaches JCCE over the emulated network, and the kernel flows' receivers
+//! publish what they read to their group from the receiver host through the JCCE client
+//! (`jcce::publisher`), as the paper's receivers do (seeds/000 §3). The service's log is
+//! `raw/jcce.log`; the run's notes count the publications.
 //! Wall-clock time, one run at a time; needs root (namespaces, TUN devices).
 
 use super::udp::{
@@ -14,16 +24,130 @@ use super::udp::{
 };
 use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
-use crate::recipe::{Direction, Limit, Queue, expand_flows, kernel_cc};
+use crate::recipe::{Direction, Limit, Queue, Recipe, expand_flows, kernel_cc, kernel_group};
+use ccp_algorithms::aggregator::jcce;
+use ccp_emu::testbed::SERVICE_ADDR;
 use ccp_emu::{
-    DelayConfig, EcnThreshold, LinkConfig, QueueConfig, QueueKind, Testbed, TestbedConfig, Trace,
+    DelayConfig, EcnThreshold, LinkConfig, QueueConfig, QueueKind, ServiceHostConfig, Testbed,
+    TestbedConfig, Trace,
 };
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The port the receiver listens on inside its namespace.
 const PORT: u16 = 4433;
+/// The port JCCE listens on, on the service host.
+const JCCE_PORT: u16 = 7700;
+/// The algorithm whose flows publish to JCCE.
+const VD: &str = "vivace-distributed";
+
+/// The JCCE service of a run, on the testbed's service host.
+struct JcceRun {
+    proc: Proc,
+    /// `host:port` on the service host.
+    addr: String,
+    key_file: PathBuf,
+}
+
+/// Whether a run needs JCCE: a vivace-distributed flow, or a kernel flow in a group.
+fn uses_jcce(r: &Recipe) -> bool {
+    r.flows
+        .iter()
+        .any(|f| f.algorithm == VD || kernel_group(f).is_some())
+}
+
+/// Wait until the file at `path` contains `text`, or fail if `p` exits or `timeout` passes.
+fn wait_text(p: &mut Proc, path: &Path, text: &str, timeout: Duration) -> Result<(), BackendError> {
+    let t0 = Instant::now();
+    loop {
+        let got = std::fs::read_to_string(path).unwrap_or_default();
+        if got.contains(text) {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = p.child.try_wait() {
+            return Err(BackendError::Process(format!(
+                "{} exited ({status}) before it was ready: {}",
+                p.name,
+                got.trim()
+            )));
+        }
+        if t0.elapsed() > timeout {
+            return Err(BackendError::Process(format!(
+                "{} was not ready within {timeout:?}: {}",
+                p.name,
+                got.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `jcce keygen` (into `keydir`), then `jcce serve` on the service host; returns once it
+/// serves. Its log is `raw/jcce.log`.
+fn start_jcce(
+    ctx: &RunContext,
+    tb: &Testbed,
+    raw: &Path,
+    keydir: &Path,
+) -> Result<JcceRun, BackendError> {
+    let bin = ctx.bins.find("jcce")?;
+    let host = tb
+        .service()
+        .ok_or_else(|| BackendError::Process("the testbed has no service host".into()))?;
+    let key_file = keydir.join("jointcloud.key");
+    let out = Command::new(&bin)
+        .arg("keygen")
+        .arg("--out")
+        .arg(&key_file)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| BackendError::Process(format!("jcce keygen: {e}")))?;
+    if !out.status.success() {
+        return Err(BackendError::Process(format!(
+            "jcce keygen failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let addr = format!("{SERVICE_ADDR}:{JCCE_PORT}");
+    let log = raw.join("jcce.log");
+    let mut proc = Proc::adopt(
+        "jcce serve",
+        tb.spawn(
+            host,
+            Command::new(&bin)
+                .args(["serve", "--listen", &addr, "--key-file"])
+                .arg(&key_file)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file(&log)?),
+        )
+        .map_err(emu_err)?,
+    );
+    wait_text(&mut proc, &log, "jcce serving on", Duration::from_secs(10))?;
+    Ok(JcceRun {
+        proc,
+        addr,
+        key_file,
+    })
+}
+
+/// A JCCE client inside the receiver host (its socket, made by its own thread, lives there),
+/// for the kernel flows' receivers.
+fn receiver_client(tb: &Testbed, j: &JcceRun) -> Result<jcce::Client, BackendError> {
+    let text =
+        std::fs::read_to_string(&j.key_file).map_err(|e| BackendError::io(&j.key_file, e))?;
+    let key = jcce::Key::from_hex(text.trim())
+        .map_err(|e| BackendError::Process(format!("the JCCE key: {e}")))?;
+    let cfg = jcce::ClientConfig::new(j.addr.clone(), key);
+    tb.receiver()
+        .run_inside(|| {
+            jcce::Client::start(cfg)
+                .map_err(|e| ccp_emu::EmuError::sys("starting a JCCE client", e))
+        })
+        .map_err(emu_err)
+}
 
 fn emu_err(e: ccp_emu::EmuError) -> BackendError {
     BackendError::Process(format!("emulator: {e}"))
@@ -143,7 +267,9 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
 }
 
 /// Start the agent and the transport's receiver on the testbed's receiver host (for the run's
-/// agent flows `flows`); returns both once the receiver listens.
+/// agent flows `flows`); returns both once the receiver listens. With `jcce` the agent runs
+/// inside the (first) sender host and reaches the service over the emulated network, and its
+/// log keeps vivace-distributed's mode changes ("JCCE aggregate in use").
 fn start_receiver(
     ctx: &RunContext,
     t: &Transport,
@@ -151,19 +277,32 @@ fn start_receiver(
     raw: &std::path::Path,
     sockdir: &std::path::Path,
     flows: &[String],
+    jcce: Option<&JcceRun>,
 ) -> Result<(Proc, Proc), BackendError> {
     let agent_bin = ctx.bins.find("ccp-agent")?;
     let udp_bin = ctx.bins.find(t.bin)?;
     let agent_sock = sockdir.join("agent.sock");
-    let mut agent = Proc::spawn(
-        "ccp-agent",
-        Command::new(&agent_bin)
-            .arg("--socket")
-            .arg(&agent_sock)
-            .args(["--log-level", "warn"])
-            .stdout(Stdio::null())
-            .stderr(file(&raw.join("agent.log"))?),
-    )?;
+    let mut cmd = Command::new(&agent_bin);
+    cmd.arg("--socket")
+        .arg(&agent_sock)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file(&raw.join("agent.log"))?);
+    let mut agent = match jcce {
+        None => Proc::spawn("ccp-agent", cmd.args(["--log-level", "warn"]))?,
+        Some(j) => {
+            cmd.args([
+                "--log-level",
+                "warn,ccp_algorithms::vivace_distributed=info",
+            ])
+            .args(["--jcce", &j.addr, "--jcce-key-file"])
+            .arg(&j.key_file);
+            Proc::adopt(
+                "ccp-agent",
+                tb.spawn(&tb.senders()[0], &mut cmd).map_err(emu_err)?,
+            )
+        }
+    };
     let t0 = Instant::now();
     while !agent_sock.exists() {
         if t0.elapsed() > Duration::from_secs(10) || matches!(agent.child.try_wait(), Ok(Some(_))) {
@@ -212,6 +351,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         (None, Some(rate)) => Some(rate as f64 * 8.0),
         _ => None,
     };
+    let with_jcce = uses_jcce(r);
     let cfg = TestbedConfig {
         senders: 1,
         uplink,
@@ -225,6 +365,9 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         name_prefix: format!("cx{}", SEQ.fetch_add(1, Ordering::SeqCst) % 10_000),
         seed: ctx.seed,
         command_line: format!("ccp-exp {}", ctx.name),
+        service: with_jcce.then_some(ServiceHostConfig {
+            one_way: Duration::from_micros(r.jcce.delay_us),
+        }),
         ..TestbedConfig::default()
     };
     let instances = expand_flows(&r.flows);
@@ -243,10 +386,29 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
     let tb = Testbed::new(cfg).map_err(emu_err)?;
 
     let sockdir = tempdir()?;
+    let mut service = if with_jcce {
+        Some(start_jcce(ctx, &tb, &raw, &sockdir)?)
+    } else {
+        None
+    };
+    let client = match &service {
+        Some(j) if r.flows.iter().any(|f| kernel_group(f).is_some()) => {
+            Some(receiver_client(&tb, j)?)
+        }
+        _ => None,
+    };
     let mut udp = if flows.is_empty() {
         None
     } else {
-        Some(start_receiver(ctx, t, &tb, &raw, &sockdir, &flows)?)
+        Some(start_receiver(
+            ctx,
+            t,
+            &tb,
+            &raw,
+            &sockdir,
+            &flows,
+            service.as_ref(),
+        )?)
     };
     let receiver = tb.receiver().addr;
     // Time zero of the run: the agent's sender starts its flows' clocks when it starts, the
@@ -257,8 +419,8 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
             .iter()
             .enumerate()
             .map(|(k, &(i, start))| {
-                let tb = &tb;
-                sc.spawn(move || kernel::run_flow(tb, r, k, i, start, t0))
+                let (tb, client) = (&tb, client.as_ref());
+                sc.spawn(move || kernel::run_flow(tb, r, k, i, start, t0, client))
             })
             .collect();
         let sent = match udp.as_mut() {
@@ -295,7 +457,9 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
                 Ok(None)
             }
         };
-        let out: Vec<Result<kernel::Measured, BackendError>> = handles
+        let out: Vec<
+            Result<(kernel::Measured, Option<jcce::publisher::PublisherReport>), BackendError>,
+        > = handles
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
@@ -310,10 +474,19 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
     if let Some((mut agent, _)) = udp.take() {
         agent.terminate(Duration::from_secs(2));
     }
+    drop(client);
+    if let Some(j) = service.as_mut() {
+        j.proc.terminate(Duration::from_secs(2));
+    }
+    let side = tb.service_stats();
     let (up, down) = tb.shutdown();
     let _ = std::fs::remove_dir_all(&sockdir);
     let rstatus = sent?;
-    let kernel_data = kernel_out.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let (kernel_data, reports): (Vec<_>, Vec<_>) = kernel_out
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .unzip();
 
     let agent_data = match rstatus {
         None => RunData::default(),
@@ -342,6 +515,26 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         "emulated link: uplink {} packets in, {} out, {} dropped; downlink {} in, {} out, {} dropped",
         up.in_pkts, up.out_pkts, up.dropped_pkts, down.in_pkts, down.out_pkts, down.dropped_pkts
     )];
+    if let (Some(j), Some((to, from))) = (&service, side) {
+        let reports: Vec<_> = reports.iter().flatten().collect();
+        let published: u64 = reports.iter().map(|p| p.published).sum();
+        let in_use = std::fs::read_to_string(raw.join("agent.log"))
+            .is_ok_and(|l| l.contains("JCCE aggregate in use"));
+        data.notes.push(format!(
+            "JCCE: jcce serve at {} on the service host, {} ms each way over a side path off the bottleneck ({} datagrams to it, {} back); the agent used the aggregate: {}; {} kernel flows in a group published {published} times{}",
+            j.addr,
+            r.jcce.delay_us as f64 / 1e3,
+            to.in_pkts,
+            from.in_pkts,
+            if in_use { "yes" } else { "no (see raw/agent.log)" },
+            reports.len(),
+            if reports.iter().all(|p| p.answered) {
+                ""
+            } else {
+                " (some never answered)"
+            }
+        ));
+    }
     if kernel_count > 0 {
         data.notes.push(format!(
             "{kernel_count} kernel TCP flows (kernel:NAME): goodput counts what the receiving application read, RTT and window are the sender's TCP_INFO"

@@ -4,11 +4,16 @@
 //! [`ccp_emu::tcp`]). It starts at the flow's start, sends for its duration (or to the end of
 //! the run) or its size, and lands in [`RunData`] like the agent's flows: bytes the receiving
 //! application read, sampled every `udp.trace_interval` into the time series, with the
-//! sender's smoothed RTT and window from `TCP_INFO`.
+//! sender's smoothed RTT and window from `TCP_INFO`. A flow written `kernel:NAME:group=G` is
+//! also a member of JCCE group G: its receiver publishes what the application read every 10 ms,
+//! as the rate over the last 40 ms (`jcce::publisher`), through a JCCE client in the receiver
+//! host, so vivace-distributed flows of that group count it in their `T_avg`.
 
 use super::BackendError;
 use crate::data::{FlowData, RunData, Sample};
-use crate::recipe::{Recipe, kernel_cc};
+use crate::recipe::{Recipe, kernel_cc, kernel_group};
+use ccp_algorithms::aggregator::jcce::Client;
+use ccp_algorithms::aggregator::jcce::publisher::{PublisherReport, ReceiverPublisher};
 use ccp_emu::Testbed;
 use ccp_emu::sys::{set_congestion, tcp_info};
 use ccp_emu::tcp::{connect, listen, send, sink};
@@ -42,7 +47,8 @@ pub(crate) fn check_available(r: &Recipe) -> Result<(), BackendError> {
 pub(crate) type Measured = (FlowData, Vec<Sample>);
 
 /// Run kernel flow `k` of the run (recipe flow entry `i`, starting `start_us` after `t0`) on
-/// `tb`, from the first sender host to the receiver. Returns when the flow is over.
+/// `tb`, from the first sender host to the receiver. Returns when the flow is over, with what
+/// its receiver published to its JCCE group through `jcce` (when it has a group).
 pub(crate) fn run_flow(
     tb: &Testbed,
     r: &Recipe,
@@ -50,7 +56,8 @@ pub(crate) fn run_flow(
     i: usize,
     start_us: u64,
     t0: Instant,
-) -> Result<Measured, BackendError> {
+    jcce: Option<&Client>,
+) -> Result<(Measured, Option<PublisherReport>), BackendError> {
     let spec = &r.flows[i];
     let cc = kernel_cc(&spec.algorithm).unwrap_or("");
     let fail = |what: String| BackendError::Process(format!("kernel flow {k} ({cc}): {what}"));
@@ -66,6 +73,14 @@ pub(crate) fn run_flow(
     let listener = listen(tb.receiver(), port).map_err(|e| fail(e.to_string()))?;
     let received = Arc::new(AtomicU64::new(0));
     let reader = sink(listener, received.clone(), Some(end));
+    let publisher = match (kernel_group(spec), jcce) {
+        (Some(g), Some(c)) => Some(
+            ReceiverPublisher::start(c, g, vec![received.clone()])
+                .map_err(|e| fail(format!("JCCE publisher: {e}")))?,
+        ),
+        (Some(_), None) => return Err(fail("in a JCCE group, but the run has no JCCE".into())),
+        (None, _) => None,
+    };
     std::thread::sleep(start.saturating_duration_since(Instant::now()));
     let to = SocketAddrV4::new(tb.receiver().addr, port);
     let stream = connect(&tb.senders()[0], to, cc).map_err(|e| fail(e.to_string()))?;
@@ -107,6 +122,7 @@ pub(crate) fn run_flow(
         .join()
         .map_err(|_| fail("the receiving thread panicked".into()))?
         .map_err(|e| fail(format!("receiver: {e}")))?;
+    let report = publisher.map(ReceiverPublisher::stop);
     sample(&mut series);
     let sent = writer
         .join()
@@ -123,29 +139,32 @@ pub(crate) fn run_flow(
     .as_secs_f64();
     let start_s = start_us as f64 / 1e6;
     Ok((
-        FlowData {
-            algorithm: spec.algorithm.clone(),
-            requested: spec.requested(),
-            class: spec.class.clone(),
-            group: "flows".into(),
-            size: spec.size,
-            start_s,
-            end_s: fend,
-            fct_s: (spec.size.is_some() && completed).then_some(fend - start_s),
-            completed,
-            bytes_delivered: got.bytes,
-            packets_sent: info.map_or(0, |i| u64::from(i.tcpi_data_segs_out)),
-            lost_packets: info.map_or(0, |i| u64::from(i.tcpi_total_retrans)),
-            base_rtt_ms: None,
-            rtt_min_ms: info
-                .map(|i| f64::from(i.tcpi_min_rtt) / 1e3)
-                .filter(|r| *r > 0.0),
-            rtt_pct_ms: None,
-            deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
-            min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
-            has_series: !series.is_empty(),
-        },
-        series,
+        (
+            FlowData {
+                algorithm: spec.algorithm.clone(),
+                requested: spec.requested(),
+                class: spec.class.clone(),
+                group: "flows".into(),
+                size: spec.size,
+                start_s,
+                end_s: fend,
+                fct_s: (spec.size.is_some() && completed).then_some(fend - start_s),
+                completed,
+                bytes_delivered: got.bytes,
+                packets_sent: info.map_or(0, |i| u64::from(i.tcpi_data_segs_out)),
+                lost_packets: info.map_or(0, |i| u64::from(i.tcpi_total_retrans)),
+                base_rtt_ms: None,
+                rtt_min_ms: info
+                    .map(|i| f64::from(i.tcpi_min_rtt) / 1e3)
+                    .filter(|r| *r > 0.0),
+                rtt_pct_ms: None,
+                deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
+                min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
+                has_series: !series.is_empty(),
+            },
+            series,
+        ),
+        report,
     ))
 }
 
