@@ -32,12 +32,19 @@
 //!   cap)`, `x·(1 − L)` the MI's rate times its own delivered fraction. A lone flow's `cap` is the
 //!   largest throughput it measured over the last `cap_window` (10) MIs, leaving out the
 //!   `cap_spikes` (2) largest once the window is full ([`lone_cap`]; slow-start MIs take the
-//!   largest): with `d = 1000` one Mbit/s is worth 1000 utility units, a hundred times the loss
-//!   penalty per Mbit/s of excess rate, and above the capacity (the 75 KB buffer full, the RTT
-//!   gradient 0) that penalty is all that stops the rate; measured delivered bytes per MI vary by
-//!   ±2 % at the same rate and turned those comparisons into coin flips (the flow ran to 2–10
-//!   times the capacity), so the own part is the exact `x·(1 − L)` and above the capacity both
-//!   probes score the cap. The cap itself must not sit above the capacity: one MI that measured
+//!   largest): with `d = 1000` one Mbit/s is worth 1000 utility units, a hundred times the
+//!   loss penalty per Mbit/s of excess rate, and above the capacity (the 75 KB buffer full, the
+//!   RTT gradient 0) that penalty is all that stops the rate; measured delivered bytes per MI
+//!   vary by ±2 % at the same rate and turned those comparisons into coin flips (the flow ran
+//!   to 2–10 times the capacity), so the own part is the exact `x·(1 − L)` and above the
+//!   capacity both probes score the cap, one cap for both: the probes of one round (and their
+//!   double-check re-runs) share the cap the MIs before the round set, as a full group's
+//!   probes do. With a cap of its own per probe, the cap's movement between the two probes (a
+//!   probe's own measurement entering the window, an old one leaving it: 1–3 Mbit/s, 1,000–3,000
+//!   units) decided comparisons the loss penalty (about 100 units) should decide: the flow
+//!   spent 14–25 % of the time above 110 Mbit/s at 0–5 % loss (8–13 % with one cap per round)
+//!   and lost two to three times as many packets at the full buffer. The cap itself must not
+//!   sit above the capacity: one MI that measured
 //!   110 Mbit/s on the 100 Mbit/s link (reports straddle MI boundaries) let the next ten MIs earn
 //!   `d` per Mbit/s up to 110, and 1 % of noise in `x·(1 − L)` (±1,000 units) then drove the rate
 //!   to 380 Mbit/s at 74 % loss for a second; the stalls that followed made most of the
@@ -396,16 +403,22 @@ impl DistributedUtility {
                 // of the reply plus the MI's own measured throughput.
                 let others_sum = fresh.map_or(0.0, |(sum, _)| sum);
                 let before = self.measured.iter().copied().fold(0.0, f64::max);
+                // A lone flow's cap for a probing round: what the path delivered in the MIs
+                // before the round, not counting the probe's own measurement.
+                let lone_before = lone_cap(&self.measured, self.cap_window, self.cap_spikes);
                 let total = others_sum + mi.throughput();
                 self.measured.push_back(total);
                 if self.measured.len() > self.cap_window {
                     self.measured.pop_front();
                 }
                 let group = fresh.is_some_and(|(_, n)| n > 1);
+                let probing = matches!(mi.role, Role::Probe { .. } | Role::Check { .. });
                 let mut cap = if group {
                     median(&self.measured)
                 } else if mi.role == Role::Start {
                     self.measured.iter().copied().fold(0.0, f64::max)
+                } else if probing && lone_before > 0.0 {
+                    lone_before
                 } else {
                     lone_cap(&self.measured, self.cap_window, self.cap_spikes)
                 };
@@ -414,7 +427,11 @@ impl DistributedUtility {
                 // probe's own step does not decide it.
                 let full = group && total >= (1.0 - self.band) * cap;
                 let (o, full, round_cap) = self.round_others(mi, (fresh, full, cap));
-                if full {
+                // The probes of a round are compared with one cap: a full group's, and a lone
+                // flow's always. Above the capacity both probes then score the same `T_avg`
+                // and the loss penalty decides; with a cap of its own per probe, the cap's
+                // movement between two MIs (d = 1000 per Mbit/s) outweighed it.
+                if full || (!group && probing) {
                     cap = round_cap;
                 }
                 // A slow-start MI that built a queue (its RTT gradient passed the filter) has
@@ -1090,6 +1107,48 @@ mod tests {
             "{}",
             (v - plain) / 1000.0
         );
+    }
+
+    #[test]
+    fn a_lone_flows_probes_of_one_round_share_one_cap_set_before_the_round() {
+        let mut u = DistributedUtility::new(
+            DistributedConfig::default().vivace.utility,
+            1000.0,
+            Some(Box::new(FakeLink::new(true, true))),
+        );
+        u.publish(1.0);
+        // An MI of `role` sending `rate` Mbit/s that measured `got` Mbit/s delivered and lost
+        // the fraction `loss` of its packets.
+        let mi = |id: u64, role: Role, rate: f64, got: f64, loss: f64| {
+            let pkts = got * MBIT * 0.03 / 1448.0;
+            let mut s = stats(id, rate, 0.0, pkts, pkts * loss / (1.0 - loss));
+            s.role = role;
+            s
+        };
+        // Ten MIs before the round: three measured 99 Mbit/s (the oldest), seven 96. The cap
+        // leaves out the two largest: 99.
+        for id in 1..=10 {
+            let got = if id <= 3 { 99.0 } else { 96.0 };
+            u.utility(&mi(id, Role::Move, 100.0, got, 0.0));
+        }
+        // A probe pair above the capacity: the - probe sends 110 Mbit/s and loses 9 %
+        // (x(1 - L) = 100.1) and measured 120 Mbit/s as it filled the queue; the + probe sends
+        // 121 Mbit/s and loses 17 % (100.4), measuring 96. Both are credited the cap the MIs
+        // before the round set, 99: neither the - probe's own 120 nor the 99s leaving the
+        // window between the two probes moves it (with a cap of its own per probe the - probe
+        // was credited 99 and the + probe 96, and d = 1000 made that 3,000 units).
+        let down = mi(11, Role::Probe { pair: 0, up: false }, 110.0, 120.0, 0.09);
+        let up = mi(12, Role::Probe { pair: 0, up: true }, 121.0, 96.0, 0.17);
+        let check = mi(14, Role::Check { pair: 0, up: true }, 121.0, 96.0, 0.17);
+        for s in [&down, &up, &check] {
+            let v = u.utility(s).unwrap();
+            let plain = u.value(s.rate_in(MBIT), 0.0, s.loss_fraction(), None);
+            let t_avg = (v - plain) / 1000.0;
+            assert!((t_avg - 99.0).abs() < 1e-6, "MI {}: T_avg {t_avg}", s.id);
+        }
+        // So the comparison is Vivace's: the loss penalty of the + probe's excess rate.
+        let (a, b) = (u.utility(&down).unwrap(), u.utility(&up).unwrap());
+        assert!(a > b, "{a} vs {b}");
     }
 
     #[test]

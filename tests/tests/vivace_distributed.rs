@@ -60,8 +60,8 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     // 4 %, >= 20 % more than Vivace at >= 1 % loss, smaller run-to-run deviation. Our Vivace
     // (with the loss noise filter) already keeps 86-89 Mbit/s up to 3 %, so the gain there is
     // 3-5 %; it reaches the paper's 20 % where Vivace's utility gives way (5 %: Vivace 71 +- 3,
-    // vivace-distributed 88 +- 0.7 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
-    // Measured: 91.6 +- 0.5 / 88.1, 89.2 +- 0.5 / 85.6, 87.2 +- 0.5 / 69.2 +- 2.1.
+    // vivace-distributed 88 +- 0.3 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
+    // Measured: 90.8 +- 0.2 / 88.1, 88.9 +- 0.8 / 85.6, 87.2 +- 0.3 / 69.2 +- 2.1.
     let secs = 20;
     let stats = |x: &[f64]| {
         let m = x.iter().sum::<f64>() / x.len() as f64;
@@ -161,7 +161,7 @@ fn short_flows_keep_up_with_vivace_and_longer_ones_pull_ahead() {
     // Vivace-Distributed. Slow start ends where the queue starts building (before, the
     // d*T_avg reward of the MI that filled the queue carried it to 3-6 times the capacity and
     // 1 s flows delivered 7-8 Mbit/s against Vivace's 50). Seeds 1-4, 3 % and 5 % loss:
-    // measured 1 s: 50.3 / 49.8 against 51.7 / 50.0, 5 s: 83.7 / 81.9 against 78.2 / 63.8.
+    // measured 1 s: 50.4 / 52.3 against 51.7 / 50.0, 5 s: 84.4 / 80.9 against 78.2 / 63.8.
     for loss in [0.03, 0.05] {
         let mean = |alg: &str, t: f64| -> f64 {
             (1..=4u64)
@@ -212,8 +212,8 @@ fn shares_with_cubic_flows_whose_receivers_publish_to_the_group() {
     // CUBIC flows' share; outside the group d*T_avg pays it for every Mbit/s it takes. Ratios
     // of its goodput to the CUBIC flows' mean, pooled over seeds 1-3, 20 s runs. Measured: in
     // the group 0.15, 0.37, 0.19 (as meek as Vivace's 0.13-0.25: at a full link the d term is
-    // flat and CUBIC's queue growth costs it through the RTT gradient), outside it 5.6, 5.8,
-    // 37.5 (seed 1). The paper's 0.8-1.25 does not hold; what is asserted: both keep a share,
+    // flat and CUBIC's queue growth costs it through the RTT gradient), outside it 7.5, 46.8,
+    // 3.3 (seed 1). The paper's 0.8-1.25 does not hold; what is asserted: both keep a share,
     // and the group makes the ratio at least 5 times closer to 1.
     let seeds = 1..=3u64;
     for n in [1usize, 2, 4] {
@@ -419,5 +419,81 @@ fn convergence_table() {
             );
         }
         eprintln!("{line}");
+    }
+}
+
+/// Where the run-to-run deviation of `loss_resilience_table` comes from at 0, 1 and 3 % loss:
+/// per run, the goodput over the first 5 s and over 5-30 s, the standard deviation of its
+/// one-second goodputs over 5-30 s, the bottleneck's drop-tail drops, and the share of the
+/// sending-rate samples (every 10 ms, 5-30 s) above 110 Mbit/s; mean +- standard deviation over
+/// seeds 1-10. Figures in docs/results/vivace-distributed.md.
+#[test]
+#[ignore = "measurement for docs/results/vivace-distributed.md (about 20 s in release)"]
+fn loss_deviation_breakdown() {
+    let secs = 30;
+    let stats = |x: &[f64]| {
+        let m = x.iter().sum::<f64>() / x.len() as f64;
+        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
+        (m, v.sqrt())
+    };
+    let sec = 1_000_000_000u64;
+    for loss in [0.0, 0.01, 0.03] {
+        for alg in ["vivace", "vivace-distributed"] {
+            let mut rows: [Vec<f64>; 6] = Default::default();
+            for seed in 1..=10u64 {
+                let mut s = dumbbell(&[&format!("{alg}:seed={seed}")], loss, secs);
+                s.output.step = Dur::ms(10);
+                let r = run(&s, Some(seed)).unwrap();
+                let xs: Vec<_> = r.flow_samples(0).collect();
+                let delivered_by = |t: u64| {
+                    xs.iter()
+                        .filter(|x| x.time_ns <= t * sec)
+                        .map(|x| x.delivered_bytes)
+                        .max()
+                        .unwrap_or(0) as f64
+                };
+                let first = delivered_by(5) * 8.0 / 5.0 / 1e6;
+                let rest = (r.flows[0].bytes_delivered as f64 - delivered_by(5)) * 8.0 / 25.0 / 1e6;
+                let per_second: Vec<f64> = (5..secs).map(|t| goodput(&r, 0, t)).collect();
+                let drops = r
+                    .queues
+                    .iter()
+                    .filter(|q| q.rate == 100 * MBIT / 8)
+                    .map(|q| q.counters.drops)
+                    .sum::<u64>() as f64;
+                let late: Vec<f64> = xs
+                    .iter()
+                    .filter(|x| x.time_ns > 5 * sec)
+                    .map(|x| x.rate_bytes_per_sec as f64 * 8e-6)
+                    .collect();
+                let above = late.iter().filter(|r| **r > 110.0).count() as f64 / late.len() as f64;
+                let values = [
+                    mean_goodput(&r, secs),
+                    first,
+                    rest,
+                    stats(&per_second).1,
+                    drops,
+                    100.0 * above,
+                ];
+                for (row, v) in rows.iter_mut().zip(values) {
+                    row.push(v);
+                }
+            }
+            let [g, first, rest, per_second, drops, above] = rows.map(|r| stats(&r));
+            eprintln!(
+                "loss {:.0} % {alg}: 30 s {:.2} +- {:.2}, first 5 s {:.2} +- {:.2}, 5-30 s {:.2} +- {:.2} Mbit/s; one-second goodput sd {:.2} Mbit/s; drop-tail drops {:.0} +- {:.0}; above 110 Mbit/s {:.1} % of the time",
+                loss * 100.0,
+                g.0,
+                g.1,
+                first.0,
+                first.1,
+                rest.0,
+                rest.1,
+                per_second.0,
+                drops.0,
+                drops.1,
+                above.0
+            );
+        }
     }
 }
