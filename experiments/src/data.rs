@@ -58,8 +58,12 @@ pub struct Sample {
 pub struct RunData {
     /// End of the run, s.
     pub end_s: f64,
-    /// Bottleneck capacity (uplink), bit/s, if known.
+    /// Bottleneck capacity (uplink), bit/s, if known; with a rate schedule, the rate before
+    /// its first step.
     pub capacity_bps: Option<f64>,
+    /// The uplink's rate schedule: `(from t_s, bit/s)` in time order (empty: the capacity is
+    /// constant). Before the first entry the capacity is `capacity_bps`.
+    pub capacity_steps: Vec<(f64, f64)>,
     /// One-way propagation delay of the data path, ms, if known.
     pub owd_base_ms: Option<f64>,
     pub flows: Vec<FlowData>,
@@ -70,6 +74,38 @@ pub struct RunData {
     pub link_tx: Vec<(f64, u64)>,
     /// Anything a reader should know.
     pub notes: Vec<String>,
+}
+
+impl RunData {
+    /// The capacity in force at `t` s, bit/s.
+    pub fn capacity_at(&self, t: f64) -> Option<f64> {
+        let step = self
+            .capacity_steps
+            .iter()
+            .take_while(|(from, _)| *from <= t)
+            .last();
+        step.map(|s| s.1).or(self.capacity_bps)
+    }
+
+    /// The time-weighted mean capacity from `from` to `to` s, bit/s (the capacity at `from`
+    /// when the span is empty).
+    pub fn mean_capacity(&self, from: f64, to: f64) -> Option<f64> {
+        let first = self.capacity_bps?;
+        if to <= from || self.capacity_steps.is_empty() {
+            return self.capacity_at(from);
+        }
+        let mut segs = vec![(f64::NEG_INFINITY, first)];
+        segs.extend(self.capacity_steps.iter().copied());
+        let mut sum = 0.0;
+        for (i, &(start, rate)) in segs.iter().enumerate() {
+            let end = segs.get(i + 1).map_or(f64::INFINITY, |n| n.0);
+            let (lo, hi) = (start.max(from), end.min(to));
+            if hi > lo {
+                sum += rate * (hi - lo);
+            }
+        }
+        Some(sum / (to - from))
+    }
 }
 
 /// One flow's row in `flows.csv` and `run.json`.

@@ -4,7 +4,8 @@
 //! * `goodput_mbps`: bytes delivered in order after the warm-up, over the time from the end of
 //!   the warm-up to the end of the run (sum over the flows; per flow: over its own life).
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
-//!   retransmissions included) over what its capacity allows in that time (simulator; the
+//!   retransmissions included) over what its capacity allows in that time (with a rate
+//!   schedule, the time-weighted capacity of that window) (simulator; the
 //!   emulator counts the whole run, and the share after the warm-up is taken at its mean rate);
 //!   where only goodput is known, goodput over capacity.
 //! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
@@ -20,7 +21,7 @@
 //! * `satisfaction_mean`, `satisfaction_min`: goodput over the flow's `min_rate`.
 //! * `convergence_s`: mean over flows of the time from the flow's start until its throughput
 //!   (moving average over `metrics.convergence.window`) enters ±band of its fair share and stays
-//!   there to the flow's end; the fair share at time t is the capacity (else the run's aggregate
+//!   there to the flow's end; the fair share at time t is the capacity at t (else the run's aggregate
 //!   goodput) over the number of flows active at t. `converged_fraction`: flows that did.
 //! * `ratio:alg=A/B` (or `class=`): mean goodput per flow of group A over that of group B.
 //! * `flows`: number of flows.
@@ -121,8 +122,8 @@ fn convergence(
             .count()
             .max(1) as f64
     };
-    let total = d.capacity_bps.unwrap_or(aggregate_bps);
-    if total <= 0.0 {
+    let total = |t: f64| d.capacity_at(t).unwrap_or(aggregate_bps);
+    if total(f.start_s) <= 0.0 {
         return None;
     }
     let considered: Vec<(f64, f64)> = sm
@@ -133,7 +134,7 @@ fn convergence(
         return None;
     }
     let in_band = |(t, g): &(f64, f64)| {
-        let share = total / active(*t - 1e-9);
+        let share = total(*t - 1e-9) / active(*t - 1e-9);
         (g - share).abs() <= spec.band * share
     };
     if !in_band(considered.last()?) {
@@ -280,7 +281,7 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
     let all: Vec<usize> = (0..d.flows.len()).collect();
     group_metrics(&mut m, "", d, &per, &rows, &all, spec);
     m.insert("goodput_mbps".into(), aggregate_bps / 1e6);
-    if let Some(cap) = d.capacity_bps.filter(|c| *c > 0.0) {
+    if let Some(cap) = d.mean_capacity(warm, d.end_s).filter(|c| *c > 0.0) {
         let util = if d.link_tx.is_empty() {
             aggregate_bps / cap
         } else {
@@ -558,6 +559,39 @@ mod tests {
         assert!((link_bytes_after(&whole, 10.0) - 2_000_000.0).abs() < 1e-3);
         assert_eq!(link_bytes_after(&whole, 0.0), 3_000_000.0);
         assert_eq!(link_bytes_after(&whole, 30.0), 0.0);
+    }
+
+    #[test]
+    fn a_rate_schedule_gives_the_windows_time_weighted_capacity() {
+        // 20 Mbit/s, 40 from 10 s, 10 from 15 s; a link that sent at capacity throughout, in
+        // 1-s steps.
+        let cap = |t: f64| match t {
+            t if t < 10.0 => 20e6,
+            t if t < 15.0 => 40e6,
+            _ => 10e6,
+        };
+        let d = RunData {
+            end_s: 20.0,
+            capacity_bps: Some(20e6),
+            capacity_steps: vec![(10.0, 40e6), (15.0, 10e6)],
+            link_tx: (1..=20)
+                .map(|k| (k as f64, (cap(k as f64 - 0.5) / 8.0) as u64))
+                .collect(),
+            ..RunData::default()
+        };
+        assert_eq!(d.capacity_at(9.99), Some(20e6));
+        assert_eq!(d.capacity_at(10.0), Some(40e6));
+        assert_eq!(d.capacity_at(19.0), Some(10e6));
+        // From 5 s: (5·20 + 5·40 + 5·10) / 15.
+        let mean = d.mean_capacity(5.0, 20.0).unwrap();
+        assert!((mean - 350e6 / 15.0).abs() < 1.0, "{mean}");
+        assert_eq!(d.mean_capacity(12.0, 12.0), Some(40e6));
+        let spec = MetricsSpec {
+            warmup_us: 5_000_000,
+            ..MetricsSpec::default()
+        };
+        let (m, _) = compute(&d, &spec);
+        assert!((m["utilization"] - 1.0).abs() < 1e-9, "{m:?}");
     }
 
     fn flow(alg: &str, start: f64, end: f64, bytes: u64) -> FlowData {

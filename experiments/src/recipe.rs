@@ -159,6 +159,51 @@ pub struct Direction {
     pub queue: Queue,
     /// Mark ECN CE on packets that find more than this in the queue (DCTCP's step threshold K).
     pub ecn_threshold: Option<Limit>,
+    /// Changes of `rate` during the run, in time order (`link.schedule`, for a direction that
+    /// runs at `link.rate`): the rate holds from the start to the first step, each step's rate
+    /// from its time on.
+    pub schedule: Vec<RateStep>,
+}
+
+/// One step of a rate schedule: from `at_us` on, the direction runs at `rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateStep {
+    /// When the rate changes, µs from the start of the run.
+    pub at_us: u64,
+    /// The new rate, bytes/s.
+    pub rate: u64,
+}
+
+impl Direction {
+    /// The piecewise-constant rate as `(from µs, bytes/s)` segments, the first at 0 (empty
+    /// without a rate).
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        let Some(rate) = self.rate else {
+            return vec![];
+        };
+        std::iter::once((0, rate))
+            .chain(self.schedule.iter().map(|s| (s.at_us, s.rate)))
+            .collect()
+    }
+
+    /// The time-weighted mean rate from `from_us` to `to_us`, bytes/s (the rate at `from_us`
+    /// when the span is empty; `None` without a rate).
+    pub fn mean_rate(&self, from_us: u64, to_us: u64) -> Option<f64> {
+        let segs = self.segments();
+        let at = |t: u64| segs.iter().take_while(|(s, _)| *s <= t).last().map(|x| x.1);
+        if to_us <= from_us {
+            return at(from_us).map(|r| r as f64);
+        }
+        let mut sum = 0.0;
+        for (i, &(start, rate)) in segs.iter().enumerate() {
+            let end = segs.get(i + 1).map_or(u64::MAX, |n| n.0);
+            let (lo, hi) = (start.max(from_us), end.min(to_us));
+            if hi > lo {
+                sum += rate as f64 * (hi - lo) as f64;
+            }
+        }
+        Some(sum / (to_us - from_us) as f64)
+    }
 }
 
 /// The bottleneck link.
@@ -766,7 +811,7 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
     };
 
     let seeds = read_seeds(&mut r, tree);
-    let link = read_link(&mut r, tree, backend);
+    let link = read_link(&mut r, tree, backend, duration_us);
     let flows = read_flows(&mut r, tree, duration_us, backend);
     let workloads = read_workloads(&mut r, tree, backend);
     if let (Some(f), Some(w)) = (&flows, &workloads)
@@ -878,6 +923,7 @@ const LINK_KEYS: &[&str] = &[
     "queue",
     "queue_args",
     "ecn_threshold",
+    "schedule",
     "uplink",
     "downlink",
 ];
@@ -897,6 +943,7 @@ fn no_link() -> Link {
         loss: 0.0,
         queue: Queue::Infinite,
         ecn_threshold: None,
+        schedule: vec![],
     };
     Link {
         delay_us: 0,
@@ -915,7 +962,80 @@ fn ecn_threshold(r: &mut Reader, n: &Node, field: &str) -> Option<Limit> {
     }
 }
 
-fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Link> {
+/// A time in µs as a recipe would write it (`60s`, `250ms`, `500us`).
+fn show_us(us: u64) -> String {
+    if us.is_multiple_of(1_000_000) {
+        format!("{}s", us / 1_000_000)
+    } else if us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// `link.schedule`: a list of `{at: DURATION, rate: RATE}` steps, `at` above 0, strictly
+/// increasing and before the end of the run (`duration_us`, when known).
+fn read_schedule(r: &mut Reader, n: &Node, duration_us: Option<u64>) -> Option<Vec<RateStep>> {
+    const FIELD: &str = "link.schedule";
+    const WHAT: &str = "steps {at: DURATION, rate: RATE}, e.g. [{at: 60s, rate: 95mbit}]";
+    let items = r.list(n, FIELD, WHAT)?;
+    let before = r.errs.len();
+    let mut out: Vec<RateStep> = vec![];
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("{FIELD}[{i}]");
+        if !r.map(item, &field, &["at", "rate"]) {
+            continue;
+        }
+        let at = r
+            .required(item, &field, "at", DURATION)
+            .and_then(|a| r.duration(a, &join(&field, "at")));
+        let rate = r
+            .required(item, &field, "rate", RATE)
+            .and_then(|v| r.rate(v, &join(&field, "rate")));
+        let (Some(at), Some(rate)) = (at, rate) else {
+            continue;
+        };
+        let at_node = item.get("at").unwrap_or(item);
+        if at == 0 {
+            r.err(
+                at_node,
+                &join(&field, "at"),
+                "expected a time above 0 (the rate from 0 is link.rate)",
+            );
+        } else if let Some(prev) = out.last()
+            && at <= prev.at_us
+        {
+            r.err(
+                at_node,
+                &join(&field, "at"),
+                format!(
+                    "expected a time after the previous step's ({}); steps go in time order",
+                    show_us(prev.at_us)
+                ),
+            );
+        } else if let Some(d) = duration_us
+            && at >= d
+        {
+            r.err(
+                at_node,
+                &join(&field, "at"),
+                format!(
+                    "the step is not before the end of the run (duration {}), so it would never apply",
+                    show_us(d)
+                ),
+            );
+        }
+        out.push(RateStep { at_us: at, rate });
+    }
+    (r.errs.len() == before).then_some(out)
+}
+
+fn read_link(
+    r: &mut Reader,
+    tree: &Node,
+    backend: Option<Backend>,
+    duration_us: Option<u64>,
+) -> Option<Link> {
     let Some(n) = tree.get("link") else {
         if matches!(backend, Some(Backend::Sim | Backend::Emu | Backend::Quic)) {
             r.err(
@@ -1010,11 +1130,41 @@ fn read_link(r: &mut Reader, tree: &Node, backend: Option<Backend>) -> Option<Li
             loss: dloss.unwrap_or(0.0),
             queue: dqueue.unwrap_or(Queue::Infinite),
             ecn_threshold: decn,
+            schedule: vec![],
         });
     }
-    let downlink = dirs.pop()?;
-    let uplink = dirs.pop()?;
+    let mut downlink = dirs.pop()?;
+    let mut uplink = dirs.pop()?;
     let given = |k: &str| n.get(k).is_some() || n.get("uplink").and_then(|u| u.get(k)).is_some();
+    if let Some(s) = n.get("schedule") {
+        // The schedule changes `link.rate`: every direction that runs at it follows.
+        let own = |name: &str| {
+            n.get(name)
+                .is_some_and(|d| d.get("rate").is_some() || d.get("trace").is_some())
+        };
+        let steps = read_schedule(r, s, duration_us).unwrap_or_default();
+        // (The udp backend has no link to schedule; check_udp says so.)
+        let has_link = matches!(backend, Some(Backend::Sim | Backend::Emu | Backend::Quic));
+        if has_link && n.get("rate").is_none() {
+            r.err(
+                s,
+                "link.schedule",
+                "a schedule changes link.rate, which is not given; give link.rate (the rate from the start)",
+            );
+        } else if has_link && own("uplink") {
+            r.err(
+                s,
+                "link.schedule",
+                "the uplink has a rate or trace of its own, which the schedule (a change of link.rate) would not change; give the uplink's rate as link.rate",
+            );
+        }
+        if !own("uplink") {
+            uplink.schedule = steps.clone();
+        }
+        if !own("downlink") {
+            downlink.schedule = steps;
+        }
+    }
     if matches!(backend, Some(Backend::Sim | Backend::Emu | Backend::Quic)) {
         if !given("rate") && !given("trace") {
             r.err(
@@ -2125,6 +2275,13 @@ fn read_jcce(r: &mut Reader, n: Option<&Node>) -> Option<JcceOptions> {
 fn check_udp(r: &mut Reader, tree: &Node) {
     let Some(link) = tree.get("link") else { return };
     const NO_RATE: &str = "the udp backend runs on loopback, which has no rate limit or queue to shape; remove it, or use backend sim (or emu)";
+    if let Some(s) = link.get("schedule") {
+        r.err(
+            s,
+            "link.schedule",
+            "the udp backend runs on loopback, which has no rate to change; remove it, or use backend sim or emu",
+        );
+    }
     if let Some(j) = link.get("jitter")
         && r.duration(j, "link.jitter").is_some_and(|v| v > 0)
     {

@@ -137,8 +137,9 @@ fn run_one(
             seed: r.seed,
             backend: r.backend.clone(),
             end_s: crate::stats::round_sig(data.end_s, 9),
+            // Over the window the metrics measure (a rate schedule's time-weighted mean).
             capacity_mbps: data
-                .capacity_bps
+                .mean_capacity(recipe.metrics.warmup_us as f64 / 1e6, data.end_s)
                 .map(|c| crate::stats::round_sig(c / 1e6, 9)),
             metrics,
             flows: rows,

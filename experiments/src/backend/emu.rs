@@ -207,7 +207,14 @@ fn queue_config(q: &Queue) -> Result<QueueConfig, BackendError> {
 fn link_config(d: &Direction) -> Result<Option<LinkConfig>, BackendError> {
     let mut l = match (&d.trace, d.rate) {
         (Some(t), _) => LinkConfig::trace(Trace::load(t).map_err(emu_err)?),
-        (None, Some(r)) => LinkConfig::rate(r),
+        (None, Some(r)) if d.schedule.is_empty() => LinkConfig::rate(r),
+        // `link.schedule`: ccp-emu's piecewise-constant rate, timed from the link's start.
+        (None, Some(r)) => LinkConfig {
+            service: ccp_emu::Service::Rate(ccp_emu::Schedule {
+                segments: d.segments(),
+            }),
+            ..LinkConfig::rate(r)
+        },
         (None, None) => return Ok(None),
     };
     l.queue = queue_config(&d.queue)?;

@@ -108,7 +108,7 @@ pub struct RunContext<'a> {
 
 /// Run one run.
 pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
-    match ctx.recipe.backend {
+    let mut data = match ctx.recipe.backend {
         Backend::Sim => sim::run(ctx),
         Backend::Udp => udp::run(ctx),
         Backend::Emu => emu::run(ctx),
@@ -116,7 +116,17 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         b => Err(BackendError::Unavailable(
             b.unavailable().unwrap_or("unavailable").to_string(),
         )),
-    }
+    }?;
+    // The uplink's capacity over time (`link.schedule`), for the metrics.
+    data.capacity_steps = ctx
+        .recipe
+        .link
+        .uplink
+        .schedule
+        .iter()
+        .map(|s| (s.at_us as f64 / 1e6, s.rate as f64 * 8.0))
+        .collect();
+    Ok(data)
 }
 
 /// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).

@@ -10,7 +10,8 @@ use crate::recipe::{Limit, Queue, Recipe, expand_flows, requested};
 use ccp_sim::Scenario;
 use ccp_sim::scenario::{
     AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow, LinkOverride, LinkSpec, OutputSpec,
-    PoissonSpec, Rate, RedSpec, SeriesFlows, Size, TopologySpec, TransportSpec, WorkloadSpec,
+    PoissonSpec, Rate, RateStep, RedSpec, SeriesFlows, Size, TopologySpec, TransportSpec,
+    WorkloadSpec,
 };
 use std::collections::HashMap;
 
@@ -49,10 +50,11 @@ fn queue_fields(q: &Queue) -> (Option<Amount>, Option<RedSpec>) {
     }
 }
 
-/// The uplink's capacity, bytes/s (a trace's mean rate).
+/// The uplink's capacity, bytes/s: its rate (with a schedule, the mean over the run), or a
+/// trace's mean rate.
 pub fn uplink_capacity(r: &Recipe) -> Result<u64, BackendError> {
-    if let Some(rate) = r.link.uplink.rate {
-        return Ok(rate);
+    if let Some(rate) = r.link.uplink.mean_rate(0, r.duration_us) {
+        return Ok(rate.round() as u64);
     }
     match &r.link.uplink.trace {
         Some(t) => Ok(ccp_sim::trace::Trace::load(t)?.mean_rate()),
@@ -77,9 +79,27 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
         ecn_k: up.ecn_threshold.map(amount),
         loss: up.loss,
         trace: up.trace.clone(),
+        schedule: up
+            .schedule
+            .iter()
+            .map(|s| RateStep {
+                at: Dur(s.at_us * 1000),
+                rate: Rate(s.rate),
+            })
+            .collect(),
         reverse: Some(Box::new(LinkOverride {
             rate: down.rate.map(Rate),
             trace: down.trace.clone(),
+            // The downlink follows `link.schedule` only if it runs at `link.rate`.
+            schedule: Some(
+                down.schedule
+                    .iter()
+                    .map(|s| RateStep {
+                        at: Dur(s.at_us * 1000),
+                        rate: Rate(s.rate),
+                    })
+                    .collect(),
+            ),
             buffer: rbuffer,
             red: rred,
             ecn_k: down.ecn_threshold.map(amount),
@@ -89,10 +109,11 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
         ..LinkSpec::default()
     };
     let capacity = uplink_capacity(r)?;
+    let peak = up.segments().iter().map(|s| s.1).fold(capacity, u64::max);
     let access_rate = r
         .sim
         .access_rate
-        .unwrap_or_else(|| (capacity.saturating_mul(4)).max(125_000_000));
+        .unwrap_or_else(|| (peak.saturating_mul(4)).max(125_000_000));
     let instances = expand_flows(&r.flows);
     let mut flows = vec![];
     for (k, (i, _, start)) in instances.iter().enumerate() {
@@ -238,7 +259,12 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         });
     }
     if let Some(q) = res.queue(BOTTLENECK) {
-        data.capacity_bps = Some(q.rate as f64 * 8.0);
+        data.capacity_bps = Some(match r.link.uplink.rate {
+            // The rate before any step of a schedule (`capacity_steps` has the rest); the
+            // queue's own rate is the one in force at the end.
+            Some(rate) => rate as f64 * 8.0,
+            None => q.rate as f64 * 8.0,
+        });
         // A trace link's capacity is what its delivery opportunities carried during the run.
         if let Some(t) = &r.link.uplink.trace
             && res.end_ns > 0

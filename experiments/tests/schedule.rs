@@ -1,0 +1,135 @@
+//! `link.schedule`: the uplink's rate changing during a run, on the simulator (virtual time) and
+//! on the emulator (real time, root only). A flow's throughput follows each step, and the
+//! run's capacity and utilisation are taken against the time-weighted capacity of the measured
+//! window, not the initial rate. (Parsing errors are in the broken-recipe corpus,
+//! tests/broken/46-49.)
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn ccp_exp_run(recipe: &Path, out: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
+        .args([
+            "run",
+            recipe.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .arg("--no-progress")
+        .stdin(Stdio::null())
+        .output()
+        .expect("ccp-exp runs");
+    assert!(
+        o.status.success(),
+        "ccp-exp run failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn run_json(run_dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// Mean goodput (Mbit/s) of flow 0 over the samples in (from, to] s of a run's series.csv.
+fn mean_goodput(run_dir: &Path, from: f64, to: f64) -> f64 {
+    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
+    let v: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            (c[1] == "0" && t > from && t <= to).then(|| c[2].parse().unwrap())
+        })
+        .collect();
+    assert!(!v.is_empty(), "no samples in ({from}, {to}] s");
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator() {
+    // 20 -> 40 -> 20 Mbit/s at 8 and 16 s, 20 ms RTT, a 100-KB drop-tail buffer (one BDP at
+    // 40 Mbit/s), one reno or cubic flow. Measured (goodput, from 1 s after each step to the
+    // next): reno 19.1 / 35.4 / 19.1, cubic 19.3 / 38.6 / 19.3 Mbit/s; utilisation 0.96 and
+    // 1.00.
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("step.yaml");
+    std::fs::write(
+        &recipe,
+        "name: step\nduration: 24s\n\
+         link:\n  rate: 20mbit\n  delay: 10ms\n  queue: droptail\n  queue_args: bytes=100000\n  \
+         schedule:\n    - {at: 8s, rate: 40mbit}\n    - {at: 16s, rate: 20mbit}\n\
+         metrics: {warmup: 2s}\nflows: [{algorithm: reno}]\n\
+         sweep:\n  flows[0].algorithm: [reno, cubic]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    ccp_exp_run(&recipe, &out);
+    for point in ["p00-algorithm=reno", "p01-algorithm=cubic"] {
+        let run_dir = out.join("runs/step").join(point).join("r0");
+        // Each period's goodput is 85-100 % of that period's rate (goodput leaves out headers
+        // and the sawtooth's troughs; the time a flow needs to fill the doubled rate falls in
+        // the first second, which is left out).
+        for (from, to, rate) in [(3.0, 8.0, 20.0), (9.0, 16.0, 40.0), (17.0, 24.0, 20.0)] {
+            let g = mean_goodput(&run_dir, from, to);
+            assert!(
+                (0.85 * rate..=rate).contains(&g),
+                "{point}: {g:.2} Mbit/s over {from}-{to} s at {rate} Mbit/s"
+            );
+        }
+        let run = run_json(&run_dir);
+        // The capacity of the measured window (2-24 s): (6·20 + 8·40 + 8·20) / 22 Mbit/s.
+        let cap = run["capacity_mbps"].as_f64().unwrap();
+        let want = (6.0 * 20.0 + 8.0 * 40.0 + 8.0 * 20.0) / 22.0;
+        assert!(
+            (cap - want).abs() < 1e-6,
+            "{point}: capacity {cap}, want {want}"
+        );
+        // Against the initial 20 Mbit/s the utilisation would read about 1.3, against the
+        // mean over the whole run (26.7) it would be 2 % higher than against the window's.
+        let u = run["metrics"]["utilization"].as_f64().unwrap();
+        assert!((0.9..=1.0).contains(&u), "{point}: utilisation {u}");
+        let g = run["metrics"]["goodput_mbps"].as_f64().unwrap();
+        assert!(
+            g <= u * cap,
+            "{point}: goodput {g} above the link's {}",
+            u * cap
+        );
+    }
+}
+
+#[test]
+fn a_rate_step_on_the_emulator_when_root() {
+    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // 20 -> 40 Mbit/s at 3 s on the emulator, one cubic flow, 6 s in real time. The step counts
+    // from the emulated link's start, a few milliseconds before the flows' time zero. Measured:
+    // 19.3 Mbit/s before the step, 38.4 after it, utilisation 0.94.
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("estep.yaml");
+    std::fs::write(
+        &recipe,
+        "name: estep\nbackend: emu\nduration: 6s\n\
+         link:\n  rate: 20mbit\n  delay: 10ms\n  queue: droptail\n  queue_args: bytes=100000\n  \
+         schedule: [{at: 3s, rate: 40mbit}]\n\
+         metrics: {warmup: 1s}\nflows: [{algorithm: cubic}]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    ccp_exp_run(&recipe, &out);
+    let run_dir = out.join("runs/estep/p00/r0");
+    let before = mean_goodput(&run_dir, 1.0, 3.0);
+    let after = mean_goodput(&run_dir, 4.0, 6.0);
+    assert!((16.0..=20.5).contains(&before), "{before:.2} Mbit/s at 20");
+    assert!((32.0..=41.0).contains(&after), "{after:.2} Mbit/s at 40");
+    let run = run_json(&run_dir);
+    let cap = run["capacity_mbps"].as_f64().unwrap();
+    let end = run["end_s"].as_f64().unwrap();
+    let want = (2.0 * 20.0 + (end - 3.0) * 40.0) / (end - 1.0);
+    assert!((cap - want).abs() < 1e-3, "capacity {cap}, want {want}");
+    let u = run["metrics"]["utilization"].as_f64().unwrap();
+    assert!((0.75..=1.05).contains(&u), "utilisation {u}");
+}
