@@ -219,7 +219,7 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
         return_queue(rtt),
         rtt.owd_excess_ms,
     );
-    // Plain link: RTCP takes what Cubic takes (measured 0.98-1.00 of its goodput in three
+    // Plain link: RTCP takes what Cubic takes (measured 0.98-1.00 of its goodput in six
     // runs) with a far shorter queue: p99 RTT 0.60 of Cubic's, forward queue (mean one-way
     // delay above the minimum) 0.33-0.34 of Cubic's, which fills the buffer.
     assert!(
@@ -241,8 +241,8 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
         cubic.owd_excess_ms
     );
     // Return path loaded: both RTCP flows' RTTs sit far above their minimum while their
-    // forward queue is short (measured 34-36 ms against 11-12 ms with D from the one-way delay,
-    // 21-41 ms against 1.5-1.6 ms with D from the RTT).
+    // forward queue is short (measured 33-36 ms against 10-12 ms with D from the one-way delay,
+    // 21-42 ms against 1.4-1.8 ms with D from the RTT, in six runs).
     for f in [owd, rtt] {
         assert!(
             f.reverse_mbps > 10.0,
@@ -254,7 +254,7 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
         );
     }
     // D from the RTT counts the ACKs' queue and holds the window near its floor (0.33-0.36
-    // Mbit/s); from the one-way delay RTCP keeps most of the link (13.2-13.9 Mbit/s): 37-42x.
+    // Mbit/s); from the one-way delay RTCP keeps most of the link (13.2-14.0 Mbit/s): 37-42x.
     assert!(
         owd.goodput_mbps > 5.0 * rtt.goodput_mbps,
         "D from the one-way delay {:.2} Mbit/s against D from the RTT {:.2}",
