@@ -2,7 +2,7 @@
 //! on the emulator (real time, root only). A flow's throughput follows each step, and the
 //! run's capacity and utilisation are taken against the time-weighted capacity of the measured
 //! window, not the initial rate. (Parsing errors are in the broken-recipe corpus,
-//! tests/broken/46-49.)
+//! tests/broken/46-50.)
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -51,8 +51,8 @@ fn mean_goodput(run_dir: &Path, from: f64, to: f64) -> f64 {
 fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator() {
     // 20 -> 40 -> 20 Mbit/s at 8 and 16 s, 20 ms RTT, a 100-KB drop-tail buffer (one BDP at
     // 40 Mbit/s), one reno or cubic flow. Measured (goodput, from 1 s after each step to the
-    // next): reno 19.1 / 35.4 / 19.1, cubic 19.3 / 38.6 / 19.3 Mbit/s; utilisation 0.96 and
-    // 1.00.
+    // next): reno 19.0 / 35.6 / 19.1, cubic 19.3 / 38.6 / 19.3 Mbit/s; utilisation 0.96 and
+    // 1.00 (with the downlink stepping too).
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("step.yaml");
     std::fs::write(
@@ -73,6 +73,7 @@ fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator(
         // the first second, which is left out).
         for (from, to, rate) in [(3.0, 8.0, 20.0), (9.0, 16.0, 40.0), (17.0, 24.0, 20.0)] {
             let g = mean_goodput(&run_dir, from, to);
+            eprintln!("{point}: {g:.2} Mbit/s over {from}-{to} s at {rate} Mbit/s");
             assert!(
                 (0.85 * rate..=rate).contains(&g),
                 "{point}: {g:.2} Mbit/s over {from}-{to} s at {rate} Mbit/s"
@@ -89,6 +90,7 @@ fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator(
         // Against the initial 20 Mbit/s the utilisation would read about 1.3, against the
         // mean over the whole run (26.7) it would be 2 % higher than against the window's.
         let u = run["metrics"]["utilization"].as_f64().unwrap();
+        eprintln!("{point}: capacity {cap:.4} Mbit/s, utilisation {u:.4}");
         assert!((0.9..=1.0).contains(&u), "{point}: utilisation {u}");
         let g = run["metrics"]["goodput_mbps"].as_f64().unwrap();
         assert!(
@@ -106,8 +108,8 @@ fn a_rate_step_on_the_emulator_when_root() {
         return;
     }
     // 20 -> 40 Mbit/s at 3 s on the emulator, one cubic flow, 6 s in real time. The step counts
-    // from the emulated link's start, a few milliseconds before the flows' time zero. Measured:
-    // 19.3 Mbit/s before the step, 38.4 after it, utilisation 0.94.
+    // from the emulated link's start, shortly before the flows' time zero. Measured: 19.5 Mbit/s
+    // over 1-3 s, 38.4 over 4-6 s, utilisation 0.93.
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("estep.yaml");
     std::fs::write(
@@ -128,6 +130,10 @@ fn a_rate_step_on_the_emulator_when_root() {
     let run = run_json(&run_dir);
     let cap = run["capacity_mbps"].as_f64().unwrap();
     let end = run["end_s"].as_f64().unwrap();
+    eprintln!(
+        "{before:.2} Mbit/s over 1-3 s, {after:.2} over 4-6 s; capacity {cap:.2}, utilisation {}",
+        run["metrics"]["utilization"]
+    );
     let want = (2.0 * 20.0 + (end - 3.0) * 40.0) / (end - 1.0);
     assert!((cap - want).abs() < 1e-3, "capacity {cap}, want {want}");
     let u = run["metrics"]["utilization"].as_f64().unwrap();
