@@ -6,7 +6,8 @@
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
 //!   retransmissions included) over what its capacity allows in that time (with a rate
 //!   schedule, the time-weighted capacity of that window) (simulator; the
-//!   emulator counts the whole run, and the share after the warm-up is taken at its mean rate);
+//!   emulator counts the whole run, and the share after the warm-up is taken in proportion to
+//!   the capacity);
 //!   where only goodput is known, goodput over capacity.
 //! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
 //!   sent.
@@ -148,16 +149,17 @@ fn convergence(
 }
 
 /// Bytes of `link_tx` (per-step `(end of step s, bytes)`, steps back to back from 0) sent after
-/// `warm`. A step that straddles `warm` counts its share after it, as if sent evenly (the
-/// emulator reports one step for the whole run).
-fn link_bytes_after(link_tx: &[(f64, u64)], warm: f64) -> f64 {
+/// `warm`. A step that straddles `warm` counts its share after it, as if sent in proportion to
+/// the capacity (evenly when it is constant; the emulator reports one step for the whole run):
+/// `capacity(a, b)` is what the link could carry from `a` to `b`, in any unit.
+fn link_bytes_after(link_tx: &[(f64, u64)], warm: f64, capacity: impl Fn(f64, f64) -> f64) -> f64 {
     let mut start = 0.0;
     let mut total = 0.0;
     for &(end, bytes) in link_tx {
         if end > warm + 1e-9 {
-            let len = end - start;
-            let share = if len > 0.0 {
-                ((end - warm.max(start)) / len).clamp(0.0, 1.0)
+            let whole = capacity(start, end);
+            let share = if whole > 0.0 {
+                (capacity(warm.max(start), end) / whole).clamp(0.0, 1.0)
             } else {
                 1.0
             };
@@ -285,7 +287,11 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         let util = if d.link_tx.is_empty() {
             aggregate_bps / cap
         } else {
-            link_bytes_after(&d.link_tx, warm) * 8.0 / (cap * window_len)
+            let over = |a: f64, b: f64| match d.mean_capacity(a, b) {
+                Some(c) if b > a => c * (b - a),
+                _ => (b - a).max(0.0),
+            };
+            link_bytes_after(&d.link_tx, warm, over) * 8.0 / (cap * window_len)
         };
         m.insert("utilization".into(), util);
     }
@@ -553,12 +559,13 @@ mod tests {
     fn link_bytes_after_the_warm_up_prorate_a_straddling_step() {
         // Simulator-style steps of 0.1 s, 1,000 bytes each: only the steps after 0.5 s count.
         let steps: Vec<(f64, u64)> = (1..=10).map(|k| (k as f64 * 0.1, 1000)).collect();
-        assert!((link_bytes_after(&steps, 0.5) - 5000.0).abs() < 1e-6);
+        let even = |a: f64, b: f64| (b - a).max(0.0);
+        assert!((link_bytes_after(&steps, 0.5, even) - 5000.0).abs() < 1e-6);
         // The emulator's one step for the whole 30-s run, warm-up 10 s: two thirds of it.
         let whole = [(30.0, 3_000_000)];
-        assert!((link_bytes_after(&whole, 10.0) - 2_000_000.0).abs() < 1e-3);
-        assert_eq!(link_bytes_after(&whole, 0.0), 3_000_000.0);
-        assert_eq!(link_bytes_after(&whole, 30.0), 0.0);
+        assert!((link_bytes_after(&whole, 10.0, even) - 2_000_000.0).abs() < 1e-3);
+        assert_eq!(link_bytes_after(&whole, 0.0, even), 3_000_000.0);
+        assert_eq!(link_bytes_after(&whole, 30.0, even), 0.0);
     }
 
     #[test]
@@ -592,6 +599,15 @@ mod tests {
         };
         let (m, _) = compute(&d, &spec);
         assert!((m["utilization"] - 1.0).abs() < 1e-9, "{m:?}");
+        // The emulator's one step for the whole run: the share after the warm-up is taken in
+        // proportion to the capacity, so a link at capacity still reads 1 (evenly: 0.96).
+        let total: u64 = d.link_tx.iter().map(|x| x.1).sum();
+        let one = RunData {
+            link_tx: vec![(20.0, total)],
+            ..d.clone()
+        };
+        let (m, _) = compute(&one, &spec);
+        assert!((m["utilization"] - 1.0).abs() < 1e-6, "{m:?}");
     }
 
     fn flow(alg: &str, start: f64, end: f64, bytes: u64) -> FlowData {

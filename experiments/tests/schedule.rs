@@ -109,7 +109,7 @@ fn a_rate_step_on_the_emulator_when_root() {
     }
     // 20 -> 40 Mbit/s at 3 s on the emulator, one cubic flow, 6 s in real time. The step counts
     // from the emulated link's start, shortly before the flows' time zero. Measured: 19.5 Mbit/s
-    // over 1-3 s, 38.4 over 4-6 s, utilisation 0.93.
+    // over 1-3 s, 38.5 over 4-6 s, utilisation 1.00.
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("estep.yaml");
     std::fs::write(
@@ -137,5 +137,7 @@ fn a_rate_step_on_the_emulator_when_root() {
     let want = (2.0 * 20.0 + (end - 3.0) * 40.0) / (end - 1.0);
     assert!((cap - want).abs() < 1e-3, "capacity {cap}, want {want}");
     let u = run["metrics"]["utilization"].as_f64().unwrap();
-    assert!((0.75..=1.05).contains(&u), "utilisation {u}");
+    // The emulator counts the link's bytes for the whole run; the warm-up's share of them is
+    // taken in proportion to the capacity (evenly, this run would read about 0.93).
+    assert!((0.85..=1.05).contains(&u), "utilisation {u}");
 }
