@@ -267,12 +267,13 @@ pub fn kernel_group(flow: &FlowSpec) -> Option<u64> {
         .and_then(|(_, v)| v.parse().ok())
 }
 
-/// The JCCE service of Vivace-Distributed flows on the emu and quic backends (`jcce:`).
+/// The JCCE service of Vivace-Distributed flows (`jcce:`) on the sim, emu and quic backends.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JcceOptions {
-    /// One-way delay between every host and the JCCE service host, each way, µs
-    /// (`jcce.delay`). Default 1 ms: the paper gives no JCCE latency; 1 ms is the simulator's
-    /// default (ccp-sim's `agent.jcce.latency`), a service inside the JointCloud's region.
+    /// One-way delay between every host and the JCCE service, each way, µs (`jcce.delay`): the
+    /// simulator's JCCE latency (ccp-sim's `agent.jcce.latency`), the emulator's service-host
+    /// side path. Default 1 ms: the paper gives no JCCE latency; a service inside the
+    /// JointCloud's region.
     pub delay_us: u64,
 }
 

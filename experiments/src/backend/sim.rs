@@ -9,9 +9,9 @@ use crate::data::{FlowData, RunData, Sample};
 use crate::recipe::{Limit, Queue, Recipe, expand_flows, requested};
 use ccp_sim::Scenario;
 use ccp_sim::scenario::{
-    AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow, LinkOverride, LinkSpec, OutputSpec,
-    PoissonSpec, Rate, RateStep, RedSpec, SeriesFlows, Size, TopologySpec, TransportSpec,
-    WorkloadSpec,
+    AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow, JcceSpec, LinkOverride, LinkSpec,
+    OutputSpec, PoissonSpec, Rate, RateStep, RedSpec, SeriesFlows, Size, TopologySpec,
+    TransportSpec, WorkloadSpec,
 };
 use std::collections::HashMap;
 
@@ -163,6 +163,11 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
         stop_when_done: all_sized && r.workloads.is_empty(),
         agent: AgentSpec {
             ipc_delay: Dur(r.sim.ipc_delay_us * 1000),
+            // `jcce.delay`: the simulated service's latency, as the emulator's service host.
+            jcce: Some(JcceSpec {
+                latency: Dur(r.jcce.delay_us * 1000),
+                ..JcceSpec::default()
+            }),
             ..AgentSpec::default()
         },
         transport,
