@@ -95,6 +95,21 @@ pub fn start_udp(
     port: u16,
     flow_secs: f64,
 ) -> Result<UdpFlow, String> {
+    start_udp_with(tb, agent, dir, host, alg, port, flow_secs, &[])
+}
+
+/// [`start_udp`] with extra arguments of `ccp-udp send` (e.g. `--backend engine`).
+#[allow(clippy::too_many_arguments)]
+pub fn start_udp_with(
+    tb: &Testbed,
+    agent: &Agent,
+    dir: &Path,
+    host: usize,
+    alg: &str,
+    port: u16,
+    flow_secs: f64,
+    send_args: &[&str],
+) -> Result<UdpFlow, String> {
     let udp = workspace_bin("ccp-udp").map_err(|e| e.to_string())?;
     let to = format!("{RECEIVER_ADDR}:{port}");
     let recv_err = dir.join(format!("recv-{port}.err"));
@@ -116,6 +131,7 @@ pub fn start_udp(
             &tb.senders()[host],
             Command::new(&udp)
                 .args(["send", "--to", &to, "--alg", alg])
+                .args(send_args)
                 .args(["--time", &format!("{}ms", (flow_secs * 1e3) as u64)])
                 .arg("--agent")
                 .arg(&agent.socket)

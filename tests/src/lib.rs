@@ -41,18 +41,29 @@ impl Agent {
     /// Start the agent with a unix socket in `dir` and extra arguments; logs (JSON) go to
     /// `dir/agent.log`. Waits until the socket exists.
     pub fn start(dir: &Path, args: &[&str]) -> Result<Agent> {
+        Agent::start_with(dir, args, |c| Ok(c.spawn()?))
+    }
+
+    /// [`Agent::start`], with `spawn` starting the prepared command (e.g. inside an emulated
+    /// host: the socket is a file, reachable from every network namespace).
+    pub fn start_with(
+        dir: &Path,
+        args: &[&str],
+        spawn: impl FnOnce(&mut Command) -> Result<Child>,
+    ) -> Result<Agent> {
         let socket = dir.join("agent.sock");
         let log = dir.join("agent.log");
         let logf = std::fs::File::create(&log)?;
-        let child = Command::new(workspace_bin("ccp-agent")?)
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--log-format", "json"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(logf)
-            .spawn()?;
+        let child = spawn(
+            Command::new(workspace_bin("ccp-agent")?)
+                .arg("--socket")
+                .arg(&socket)
+                .args(["--log-format", "json"])
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(logf),
+        )?;
         let mut a = Agent { child, socket, log };
         let t0 = Instant::now();
         while !a.socket.exists() {

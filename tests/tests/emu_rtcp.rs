@@ -23,13 +23,11 @@
 use ccp_emu::link::LinkConfig;
 use ccp_emu::queue::QueueConfig;
 use ccp_emu::stage::DelayConfig;
-use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{Testbed, TestbedConfig, cleanup, tcp};
-use ccp_tests::emu_support::{self, join, wait_for, wait_for_text};
-use ccp_tests::{Agent, workspace_bin};
+use ccp_tests::Agent;
+use ccp_tests::emu_support::{self, join, wait_for};
 use std::net::SocketAddrV4;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -94,41 +92,18 @@ fn run(
         None
     };
 
-    let udp = workspace_bin("ccp-udp").map_err(|e| e.to_string())?;
-    let to = format!("{RECEIVER_ADDR}:{port}");
-    let recv_err = dir.join(format!("recv-{port}.err"));
-    let f = std::fs::File::create(&recv_err).map_err(|e| e.to_string())?;
-    let mut recv = tb
-        .spawn(
-            tb.receiver(),
-            Command::new(&udp)
-                .args(["recv", "--listen", &to, "--flows", "1"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(f),
-        )
-        .map_err(|e| e.to_string())?;
-    wait_for_text(&recv_err, "listening on ", "ccp-udp recv")?;
-    let json = dir.join(format!("send-{port}.json"));
-    let mut send = tb
-        .spawn(
-            &tb.senders()[0],
-            Command::new(&udp)
-                .args(["send", "--to", &to, "--alg", alg, "--backend", "engine"])
-                .args(["--time", &format!("{}ms", (FLOW_SECS * 1e3) as u64)])
-                .arg("--agent")
-                .arg(&agent.socket)
-                .arg("--socket")
-                .arg(dir.join(format!("dp-{port}.sock")))
-                .args(["--trace-interval", "100ms", "--log-level", "warn", "--json"])
-                .arg(&json)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        )
-        .map_err(|e| e.to_string())?;
-    wait_for(&mut send, "ccp-udp send", Duration::from_secs(30))?;
-    wait_for(&mut recv, "ccp-udp recv", Duration::from_secs(10))?;
+    let mut udp = emu_support::start_udp_with(
+        tb,
+        agent,
+        dir,
+        0,
+        alg,
+        port,
+        FLOW_SECS,
+        &["--backend", "engine"],
+    )?;
+    wait_for(&mut udp.send, "ccp-udp send", Duration::from_secs(30))?;
+    wait_for(&mut udp.recv, "ccp-udp recv", Duration::from_secs(10))?;
     let reverse_bytes = reverse.load(Ordering::Relaxed);
     if let Some((sink, stream, writer)) = flow {
         join(writer, "reverse writer")?;
@@ -136,7 +111,7 @@ fn run(
         drop(stream);
     }
 
-    let text = std::fs::read_to_string(&json).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&udp.json).map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let s = &v["flows"][0];
     let num = |k: &str| s[k].as_f64().ok_or_else(|| format!("no {k}: {text:.300}"));

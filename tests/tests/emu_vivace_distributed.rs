@@ -96,34 +96,7 @@ impl Service {
 /// The agent inside the first sender host (its unix socket is a file, which the senders'
 /// `ccp-udp` reach from their own namespaces), so it reaches JCCE over the emulated network.
 fn agent_in_sender(tb: &Testbed, dir: &Path, args: &[&str]) -> Result<Agent, String> {
-    let socket = dir.join("agent.sock");
-    let log = dir.join("agent.log");
-    let f = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-    let child = tb
-        .spawn(
-            &tb.senders()[0],
-            Command::new(workspace_bin("ccp-agent").map_err(|e| e.to_string())?)
-                .arg("--socket")
-                .arg(&socket)
-                .args(["--log-format", "json"])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(f),
-        )
-        .map_err(|e| e.to_string())?;
-    let mut agent = Agent { child, socket, log };
-    let t0 = Instant::now();
-    while !agent.socket.exists() {
-        if let Ok(Some(status)) = agent.child.try_wait() {
-            return Err(format!("agent exited early ({status}): {}", agent.logs()));
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            return Err(format!("agent socket did not appear: {}", agent.logs()));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(agent)
+    Agent::start_with(dir, args, |c| Ok(tb.spawn(&tb.senders()[0], c)?)).map_err(|e| e.to_string())
 }
 
 impl Drop for Service {
