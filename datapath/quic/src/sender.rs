@@ -461,6 +461,7 @@ async fn sample(
                     bytes_in_flight: u64::from(s.bytes_in_flight),
                     delivered_bytes: s.acked_bytes,
                     controller: s.controller,
+                    owd_excess_us: None,
                 });
             }
         }

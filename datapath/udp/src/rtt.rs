@@ -108,6 +108,9 @@ pub struct OneWayDelay {
     min_raw: Option<u32>,
     sum: u64,
     samples: u64,
+    /// Sum and count of the excesses since the last [`OneWayDelay::take_interval_mean`].
+    interval_sum: u64,
+    interval_samples: u64,
 }
 
 impl OneWayDelay {
@@ -124,7 +127,21 @@ impl OneWayDelay {
         };
         self.sum += excess;
         self.samples += 1;
+        self.interval_sum += excess;
+        self.interval_samples += 1;
         excess
+    }
+
+    /// Mean excess of the samples taken since the previous call (or since the start), µs, and
+    /// starts a new interval; None if no sample came in the interval. Each sample's excess is
+    /// over the smallest one-way delay seen up to that sample, as [`OneWayDelay::update`]
+    /// returned it.
+    pub fn take_interval_mean(&mut self) -> Option<f64> {
+        let mean = (self.interval_samples > 0)
+            .then(|| self.interval_sum as f64 / self.interval_samples as f64);
+        self.interval_sum = 0;
+        self.interval_samples = 0;
+        mean
     }
 
     /// Samples taken.
@@ -166,6 +183,25 @@ mod tests {
         assert_eq!(d.update(s, r), 0);
         assert_eq!(d.samples(), 6);
         assert_eq!(d.mean(), Some(1_450.0 / 6.0));
+    }
+
+    #[test]
+    fn interval_mean_covers_only_the_samples_since_the_last_call() {
+        let mut d = OneWayDelay::default();
+        assert_eq!(d.take_interval_mean(), None);
+        // Raw delay 1000 µs is the base; then 400 and 800 µs of forward queueing.
+        d.update(0, 1_000);
+        d.update(10, 1_410);
+        d.update(20, 1_820);
+        assert_eq!(d.take_interval_mean(), Some(1_200.0 / 3.0));
+        // Nothing since: no figure for the interval (not a stale one, not zero).
+        assert_eq!(d.take_interval_mean(), None);
+        d.update(30, 1_330);
+        d.update(40, 1_040);
+        assert_eq!(d.take_interval_mean(), Some(150.0));
+        // The whole-flow mean still covers every sample.
+        assert_eq!(d.samples(), 5);
+        assert_eq!(d.mean(), Some(1_500.0 / 5.0));
     }
 
     #[test]

@@ -948,6 +948,7 @@ impl<'a> FlowSender<'a> {
             bytes_in_flight: self.bytes_in_flight,
             delivered_bytes: self.cum_acked,
             controller: self.ctrl.controller_name(),
+            owd_excess_us: self.owd.take_interval_mean(),
         });
     }
 

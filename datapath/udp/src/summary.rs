@@ -26,6 +26,13 @@ pub struct TraceSample {
     pub delivered_bytes: u64,
     /// Controller in charge.
     pub controller: String,
+    /// Mean relative one-way delay of the RTT samples taken since the previous trace sample,
+    /// µs: each sample's receive timestamp minus its send timestamp, minus the smallest such
+    /// difference of the flow ([`crate::rtt::OneWayDelay`]), i.e. the forward path's queueing
+    /// delay (plus the drift between the two clocks). None if no RTT sample came in the
+    /// interval, or the datapath does not measure it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owd_excess_us: Option<f64>,
 }
 
 /// The sender's account of one flow.
@@ -237,6 +244,7 @@ mod tests {
             bytes_in_flight: 1448,
             delivered_bytes: 0,
             controller: "agent:cubic,beta".into(),
+            owd_excess_us: Some(250.0),
         };
         let f = SenderSummary {
             flow: 0,
@@ -287,5 +295,24 @@ mod tests {
         let json = serde_json::to_string(&f).unwrap();
         let back: SenderSummary = serde_json::from_str(&json).unwrap();
         assert_eq!(back, f);
+    }
+
+    #[test]
+    fn trace_samples_without_a_one_way_figure_round_trip() {
+        // JSON written before the field existed still parses, as "not measured".
+        let old = r#"{"t_s":0.5,"cwnd_bytes":14480,"pacing_rate_bps":null,"srtt_us":900,
+            "bytes_in_flight":0,"delivered_bytes":10,"controller":"agent:reno"}"#;
+        let s: TraceSample = serde_json::from_str(old).unwrap();
+        assert_eq!(s.owd_excess_us, None);
+        // An interval without a figure writes no field; one with a figure keeps it.
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("owd_excess_us"), "{json}");
+        let with = TraceSample {
+            owd_excess_us: Some(1_234.5),
+            ..s
+        };
+        let back: TraceSample =
+            serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back.owd_excess_us, Some(1_234.5));
     }
 }
