@@ -51,6 +51,10 @@ pub struct Sample {
     pub rtt_ms: f64,
     /// Bytes delivered in order so far.
     pub delivered: u64,
+    /// Forward path's queueing delay, ms: the mean one-way delay in excess of the flow's
+    /// smallest over the RTT samples since the previous sample (ccp-udp's receive timestamps;
+    /// None where the datapath does not measure it or no RTT sample came in the interval).
+    pub fwd_qdelay_ms: Option<f64>,
 }
 
 /// Everything one run produced, backend-independent.

@@ -15,6 +15,13 @@
 //!   sampled time series); `qdelay_pXX_ms`: queueing delay (per packet at the bottleneck in the
 //!   simulator; elsewhere RTT minus the base or minimum RTT); `owd_pXX_ms`: one-way delay, the
 //!   propagation delay plus the queueing delay.
+//! * `fwd_qdelay_pXX_ms`: the forward path's queueing delay measured from one-way delays
+//!   (ccp-udp flows, on the udp and emu backends): each time-series sample carries the
+//!   mean one-way delay in excess of the flow's smallest over the RTT samples since the
+//!   previous one, so unlike `qdelay_pXX_ms` (from the RTT) it leaves out ACKs queued on the
+//!   return path. Percentiles over the samples taken after the warm-up; absent where the
+//!   datapath does not measure it (kernel flows, ccp-quic's on the quic backend, the
+//!   simulator, whose `qdelay_pXX_ms` already is per packet at the bottleneck).
 //! * `jain`: Jain's index over the flows' goodputs.
 //! * `fct_mean_ms`, `fct_p99_ms`: flow completion time of sized flows that completed, overall
 //!   and per size bucket (`:size=100KB-1MB`).
@@ -76,6 +83,8 @@ struct PerFlow {
     rtt: Vec<f64>,
     qdelay: Vec<f64>,
     owd: Vec<f64>,
+    /// Forward queueing delay of the series samples after the warm-up, ms.
+    fwd_qdelay: Vec<f64>,
     rtt_pct: Option<[f64; 3]>,
     convergence_s: Option<f64>,
     eligible_convergence: bool,
@@ -212,12 +221,19 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
             (None, Some(min)) => (rtt.iter().map(|r| (r - min).max(0.0)).collect(), vec![]),
             _ => (vec![], vec![]),
         };
+        // A sample covers the interval up to its time: those ending after the warm-up.
+        let fwd_qdelay: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.t_s > warm)
+            .filter_map(|s| s.fwd_qdelay_ms)
+            .collect();
         per.push(PerFlow {
             goodput_bps,
             delivered_in_window: delivered,
             rtt,
             qdelay,
             owd,
+            fwd_qdelay,
             rtt_pct: f.rtt_pct_ms,
             convergence_s: None,
             eligible_convergence: f.has_series && f.group == "flows" && samples.len() >= 2,
@@ -447,6 +463,13 @@ fn group_metrics(
             m.insert(name("owd_p99_ms"), v[2]);
         }
     }
+    let fwd = pool(&|p| &p.fwd_qdelay);
+    if !fwd.is_empty() {
+        let v = percentiles(&fwd, &[0.5, 0.95, 0.99]);
+        m.insert(name("fwd_qdelay_p50_ms"), v[0]);
+        m.insert(name("fwd_qdelay_p95_ms"), v[1]);
+        m.insert(name("fwd_qdelay_p99_ms"), v[2]);
+    }
     let sent: u64 = idx.iter().map(|&i| d.flows[i].packets_sent).sum();
     if sent > 0 {
         let lost: u64 = idx.iter().map(|&i| d.flows[i].lost_packets).sum();
@@ -657,6 +680,7 @@ mod tests {
                     cwnd_bytes: 1e5,
                     rtt_ms: 20.0 + f as f64,
                     delivered: *done,
+                    fwd_qdelay_ms: None,
                 });
             }
         }
@@ -692,6 +716,77 @@ mod tests {
         assert_eq!(m["rtt_p50_ms:alg=reno"], 20.0);
         assert_eq!(m["rtt_p50_ms:alg=cubic"], 21.0);
         assert!(m.contains_key("owd_p95_ms:alg=cubic"));
+        // Neither flow measured one-way delays: no forward queueing figure at all.
+        assert!(!m.keys().any(|k| k.starts_with("fwd_qdelay")), "{m:?}");
+    }
+
+    #[test]
+    fn forward_queueing_comes_from_the_one_way_samples_after_the_warm_up() {
+        // Two ccp-udp flows (minimum RTT known, no base RTT) and a kernel flow without
+        // one-way figures. The RTT says 30 ms of queueing throughout (most of it ACKs queued
+        // on the return path); the one-way samples say 40 ms of forward queueing during
+        // the 2-s warm-up and 1-5 ms after it.
+        let mut d = RunData {
+            end_s: 10.0,
+            ..RunData::default()
+        };
+        for (alg, class) in [("cubic", "fg"), ("vegas", "bg"), ("kernel:cubic", "fg")] {
+            d.flows.push(FlowData {
+                class: class.into(),
+                base_rtt_ms: None,
+                rtt_min_ms: Some(10.0),
+                ..flow(alg, 0.0, 10.0, 1_000_000)
+            });
+        }
+        for k in 1..=100 {
+            let t = k as f64 * 0.1;
+            for f in 0..3 {
+                let fwd = match (f, t) {
+                    (2, _) => None,
+                    // One interval of the cubic flow without an RTT sample.
+                    (0, t) if (t - 5.0).abs() < 1e-9 => None,
+                    (_, t) if t <= 2.0 => Some(40.0),
+                    (0, _) => Some(1.0 + (k % 2) as f64),
+                    _ => Some(5.0),
+                };
+                d.series.push(Sample {
+                    t_s: t,
+                    flow: f,
+                    goodput_bps: 1e6,
+                    cwnd_bytes: 1e5,
+                    rtt_ms: 40.0,
+                    delivered: k * 10_000,
+                    fwd_qdelay_ms: fwd,
+                });
+            }
+        }
+        let spec = MetricsSpec {
+            warmup_us: 2_000_000,
+            ..MetricsSpec::default()
+        };
+        let (m, _) = compute(&d, &spec);
+        // The RTT-derived figure sees the return path too.
+        assert_eq!(m["qdelay_p50_ms"], 30.0, "{m:?}");
+        // Forward: cubic 1 or 2 ms, vegas 5 ms; nothing of the warm-up's 40 ms.
+        assert_eq!(m["fwd_qdelay_p50_ms:alg=cubic"], 2.0, "{m:?}");
+        assert_eq!(m["fwd_qdelay_p99_ms:alg=cubic"], 2.0, "{m:?}");
+        assert_eq!(m["fwd_qdelay_p50_ms:alg=vegas"], 5.0, "{m:?}");
+        assert_eq!(m["fwd_qdelay_p50_ms:class=bg"], 5.0, "{m:?}");
+        // The class of cubic and the kernel flow: cubic's samples alone.
+        assert_eq!(m["fwd_qdelay_p50_ms:class=fg"], 2.0, "{m:?}");
+        // Pooled over the flows: 79 cubic samples (1 or 2) and 80 vegas ones (5).
+        assert_eq!(m["fwd_qdelay_p50_ms"], 5.0, "{m:?}");
+        assert_eq!(m["fwd_qdelay_p95_ms"], 5.0, "{m:?}");
+        assert!(m["fwd_qdelay_p50_ms"] < m["qdelay_p50_ms"]);
+        // The kernel flow has no one-way samples: no group figure for it.
+        assert!(
+            !m.contains_key("fwd_qdelay_p50_ms:alg=kernel:cubic"),
+            "{m:?}"
+        );
+        assert!(m.contains_key("qdelay_p50_ms:alg=kernel:cubic"), "{m:?}");
+        // Without the warm-up, the 40-ms samples count.
+        let (m0, _) = compute(&d, &MetricsSpec::default());
+        assert_eq!(m0["fwd_qdelay_p99_ms"], 40.0, "{m0:?}");
     }
 
     #[test]

@@ -448,6 +448,17 @@ fn a_short_run_over_udp_on_loopback_with_the_real_agent() {
         "{}",
         run["metrics"]
     );
+    // ccp-udp measures one-way delays: the forward queueing delay is there, overall and per
+    // algorithm.
+    for k in [
+        "fwd_qdelay_p50_ms",
+        "fwd_qdelay_p99_ms",
+        "fwd_qdelay_p50_ms:alg=reno",
+        "fwd_qdelay_p50_ms:alg=cubic",
+    ] {
+        let v = run["metrics"][k].as_f64();
+        assert!(v.is_some_and(|v| v >= 0.0), "{k}: {}", run["metrics"]);
+    }
     for f in [
         "raw/send.json",
         "raw/recv.json",

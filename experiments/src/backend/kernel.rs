@@ -107,6 +107,7 @@ pub(crate) fn run_flow(
             }),
             rtt_ms: info.map_or(0.0, |i| f64::from(i.tcpi_rtt) / 1e3),
             delivered,
+            fwd_qdelay_ms: None,
         });
         (last_t, last_d) = (t_s, delivered);
     };

@@ -261,6 +261,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             cwnd_bytes: s.cwnd_bytes as f64,
             rtt_ms: s.rtt_us as f64 / 1e3,
             delivered: s.delivered_bytes,
+            fwd_qdelay_ms: None,
         });
     }
     if let Some(q) = res.queue(BOTTLENECK) {

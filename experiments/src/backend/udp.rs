@@ -131,6 +131,10 @@ struct TraceSample {
     cwnd_bytes: u64,
     srtt_us: u64,
     delivered_bytes: u64,
+    /// Mean one-way delay in excess of the flow's smallest since the previous sample, µs
+    /// (absent: none measured in the interval, or a summary from before ccp-udp wrote it).
+    #[serde(default)]
+    owd_excess_us: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -366,6 +370,7 @@ pub(crate) fn to_run_data(
                 cwnd_bytes: s.cwnd_bytes as f64,
                 rtt_ms: s.srtt_us as f64 / 1e3,
                 delivered: s.delivered_bytes,
+                fwd_qdelay_ms: s.owd_excess_us.map(|us| us / 1e3),
             });
             last_t = s.t_s;
             last_d = s.delivered_bytes;
