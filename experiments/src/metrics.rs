@@ -21,7 +21,10 @@
 //!   previous one, so unlike `qdelay_pXX_ms` (from the RTT) it leaves out ACKs queued on the
 //!   return path. Percentiles over the samples taken after the warm-up; absent where the
 //!   datapath does not measure it (kernel flows, ccp-quic's on the quic backend, the
-//!   simulator, whose `qdelay_pXX_ms` already is per packet at the bottleneck).
+//!   simulator, whose `qdelay_pXX_ms` already is per packet at the bottleneck). The two hosts'
+//!   clocks are not synchronised, so the reference is the flow's own smallest one-way delay:
+//!   a flow that never sees the queue empty (it starts into a standing queue) reads low by the
+//!   queue it never saw drain.
 //! * `jain`: Jain's index over the flows' goodputs.
 //! * `fct_mean_ms`, `fct_p99_ms`: flow completion time of sized flows that completed, overall
 //!   and per size bucket (`:size=100KB-1MB`).
