@@ -2,8 +2,10 @@
 //! kernel flow in a JCCE group and of the service's delay, and (as root) a short run in which
 //! the agent uses the group's aggregate and the kernel flow's receiver publishes to the group.
 
+mod common;
+
+use common::ccp_exp;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -93,17 +95,7 @@ fn an_emulator_run_with_vivace_distributed_uses_the_real_jcce_when_root() {
     )
     .unwrap();
     let out = dir.path().join("results");
-    let o = Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
-        .args(["run", s(&recipe), "--out", s(&out), "--no-progress"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ccp_exp(&["run", s(&recipe), "--out", s(&out), "--no-progress"]);
     let run_dir = out.join("runs/vdj/p00/r0");
     let agent_log = std::fs::read_to_string(run_dir.join("raw/agent.log")).unwrap();
     let jcce_log = std::fs::read_to_string(run_dir.join("raw/jcce.log")).unwrap();

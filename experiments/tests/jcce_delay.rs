@@ -3,8 +3,10 @@
 //! holds its starting rate until the first aggregate comes back, so a far service delays its
 //! start by about two delays.
 
+mod common;
+
+use common::ccp_exp;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Goodput (Mbit/s) of flow 0 of the one run of `recipe` over the series samples in (0, to] s.
 fn early_goodput(dir: &Path, delay: &str, to: f64) -> f64 {
@@ -20,19 +22,13 @@ fn early_goodput(dir: &Path, delay: &str, to: f64) -> f64 {
     )
     .unwrap();
     let out = dir.join(format!("out-{delay}"));
-    let o = Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
-        .args(["run", recipe.to_str().unwrap(), "--out"])
-        .arg(&out)
-        .arg("--no-progress")
-        .stdin(Stdio::null())
-        .output()
-        .expect("ccp-exp runs");
-    assert!(
-        o.status.success(),
-        "ccp-exp run failed:\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ccp_exp(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ]);
     let run = std::fs::read_dir(out.join("runs"))
         .unwrap()
         .next()

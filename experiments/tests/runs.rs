@@ -2,28 +2,16 @@
 //! after the process is killed mid-sweep, shards merged into the same bytes as one run, and a
 //! short run of the real transport on loopback.
 
+mod common;
+
+use common::ccp_exp;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_ccp-exp")
-}
-
-fn ccp_exp(args: &[&str]) -> Output {
-    let out = Command::new(exe())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("ccp-exp runs");
-    assert!(
-        out.status.success(),
-        "ccp-exp {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn s(p: &Path) -> &str {

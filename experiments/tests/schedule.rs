@@ -4,27 +4,19 @@
 //! window, not the initial rate. (Parsing errors are in the broken-recipe corpus,
 //! tests/broken/46-50.)
 
+mod common;
+
+use common::ccp_exp;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 fn ccp_exp_run(recipe: &Path, out: &Path) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
-        .args([
-            "run",
-            recipe.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .arg("--no-progress")
-        .stdin(Stdio::null())
-        .output()
-        .expect("ccp-exp runs");
-    assert!(
-        o.status.success(),
-        "ccp-exp run failed:\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    ccp_exp(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ]);
 }
 
 fn run_json(run_dir: &Path) -> serde_json::Value {

@@ -1,0 +1,20 @@
+//! What the `ccp-exp` integration tests share: running the built binary.
+
+use std::process::{Command, Output, Stdio};
+
+/// Runs `ccp-exp` with `args` (no stdin) and returns its output; fails the test, with both
+/// streams, if it does not succeed.
+pub fn ccp_exp(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ccp-exp runs");
+    assert!(
+        out.status.success(),
+        "ccp-exp {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
