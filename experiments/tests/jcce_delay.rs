@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::ccp_exp;
+use common::run_recipe;
 use std::path::Path;
 
 /// Goodput (Mbit/s) of flow 0 of the one run of `recipe` over the series samples in (0, to] s.
@@ -22,13 +22,7 @@ fn early_goodput(dir: &Path, delay: &str, to: f64) -> f64 {
     )
     .unwrap();
     let out = dir.join(format!("out-{delay}"));
-    ccp_exp(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--no-progress",
-    ]);
+    run_recipe(&recipe, &out);
     let run = std::fs::read_dir(out.join("runs"))
         .unwrap()
         .next()

@@ -6,18 +6,8 @@
 
 mod common;
 
-use common::ccp_exp;
+use common::run_recipe;
 use std::path::Path;
-
-fn ccp_exp_run(recipe: &Path, out: &Path) {
-    ccp_exp(&[
-        "run",
-        recipe.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--no-progress",
-    ]);
-}
 
 fn run_json(run_dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
@@ -57,7 +47,7 @@ fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator(
     )
     .unwrap();
     let out = dir.path().join("results");
-    ccp_exp_run(&recipe, &out);
+    run_recipe(&recipe, &out);
     for point in ["p00-algorithm=reno", "p01-algorithm=cubic"] {
         let run_dir = out.join("runs/step").join(point).join("r0");
         // Each period's goodput is 85-100 % of that period's rate (goodput leaves out headers
@@ -113,7 +103,7 @@ fn a_rate_step_on_the_emulator_when_root() {
     )
     .unwrap();
     let out = dir.path().join("results");
-    ccp_exp_run(&recipe, &out);
+    run_recipe(&recipe, &out);
     let run_dir = out.join("runs/estep/p00/r0");
     let before = mean_goodput(&run_dir, 1.0, 3.0);
     let after = mean_goodput(&run_dir, 4.0, 6.0);

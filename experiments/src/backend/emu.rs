@@ -20,7 +20,7 @@
 
 use super::udp::{
     Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, sender_command, tempdir,
-    to_run_data, wait_for_sender, wait_line,
+    to_run_data, wait_for_sender, wait_line, wait_text,
 };
 use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
@@ -56,32 +56,6 @@ fn uses_jcce(r: &Recipe) -> bool {
     r.flows
         .iter()
         .any(|f| f.algorithm == VD || kernel_group(f).is_some())
-}
-
-/// Wait until the file at `path` contains `text`, or fail if `p` exits or `timeout` passes.
-fn wait_text(p: &mut Proc, path: &Path, text: &str, timeout: Duration) -> Result<(), BackendError> {
-    let t0 = Instant::now();
-    loop {
-        let got = std::fs::read_to_string(path).unwrap_or_default();
-        if got.contains(text) {
-            return Ok(());
-        }
-        if let Ok(Some(status)) = p.child.try_wait() {
-            return Err(BackendError::Process(format!(
-                "{} exited ({status}) before it was ready: {}",
-                p.name,
-                got.trim()
-            )));
-        }
-        if t0.elapsed() > timeout {
-            return Err(BackendError::Process(format!(
-                "{} was not ready within {timeout:?}: {}",
-                p.name,
-                got.trim()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `jcce keygen` (into `keydir`), then `jcce serve` on the service host; returns once it

@@ -101,11 +101,33 @@ pub(crate) fn wait_line(
     prefix: &str,
     timeout: Duration,
 ) -> Result<String, BackendError> {
+    wait_until(p, path, timeout, |l| {
+        l.strip_prefix(prefix).map(|rest| rest.trim().to_string())
+    })
+}
+
+/// Wait until `path` has a line containing `text` (e.g. after a log line's time stamp).
+pub(crate) fn wait_text(
+    p: &mut Proc,
+    path: &Path,
+    text: &str,
+    timeout: Duration,
+) -> Result<(), BackendError> {
+    wait_until(p, path, timeout, |l| l.contains(text).then(String::new)).map(drop)
+}
+
+/// Wait until `find` matches a line of `path`, or fail if `p` exits or `timeout` passes.
+fn wait_until(
+    p: &mut Proc,
+    path: &Path,
+    timeout: Duration,
+    find: impl Fn(&str) -> Option<String>,
+) -> Result<String, BackendError> {
     let t0 = Instant::now();
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(rest) = text.lines().find_map(|l| l.strip_prefix(prefix)) {
-            return Ok(rest.trim().to_string());
+        if let Some(found) = text.lines().find_map(&find) {
+            return Ok(found);
         }
         if let Ok(Some(status)) = p.child.try_wait() {
             return Err(BackendError::Process(format!(

@@ -18,3 +18,15 @@ pub fn ccp_exp(args: &[&str]) -> Output {
     );
     out
 }
+
+/// Runs the recipe at `recipe` into `out` without a progress bar (see [`ccp_exp`]).
+#[allow(dead_code)] // not every test file runs whole recipes
+pub fn run_recipe(recipe: &std::path::Path, out: &std::path::Path) -> Output {
+    ccp_exp(&[
+        "run",
+        recipe.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress",
+    ])
+}
