@@ -64,9 +64,9 @@ pub trait FlowController: Send {
     fn on_ack(&mut self, s: &AckSample);
     /// An ACK that also measured the relative one-way delay `owd_us`: the receive timestamp
     /// minus the send timestamp of the packet whose RTT this ACK samples, minus the smallest
-    /// such difference of the flow, µs (see [`crate::rtt::OneWayDelay`]). The sender calls this
-    /// instead of [`FlowController::on_ack`] for every ACK with an RTT sample; the default
-    /// ignores the delay.
+    /// such difference of a sliding window (10 s by default), µs (see
+    /// [`crate::rtt::OneWayDelay`]). The sender calls this instead of [`FlowController::on_ack`]
+    /// for every ACK with an RTT sample; the default ignores the delay.
     fn on_ack_with_owd(&mut self, s: &AckSample, owd_us: u64) {
         let _ = owd_us;
         self.on_ack(s);

@@ -25,7 +25,8 @@
 //! * `rtt_us`: the ack-delay-adjusted RTT of the largest newly acknowledged packet, 0 if none.
 //! * with every RTT sample, the relative one-way delay of the same packet
 //!   ([`FlowController::on_ack_with_owd`]): the ACK's receive timestamp minus its echoed send
-//!   timestamp, minus the smallest such difference of the flow ([`OneWayDelay`]), µs.
+//!   timestamp, minus the smallest such difference of the last
+//!   [`SenderConfig::owd_base_window`] (10 s; [`OneWayDelay`]), µs.
 //! * `rate_incoming`: a delivery-rate sample as BBR takes it (draft-cheng-iccrg-delivery-rate-
 //!   estimation): bytes delivered between sending and acknowledging the most recently sent newly
 //!   acknowledged packet, over the longer of the send and ACK intervals (over the last
@@ -56,7 +57,7 @@ use crate::packet::{
     Packet, flags,
 };
 use crate::pattern;
-use crate::rtt::{OneWayDelay, RttEstimator};
+use crate::rtt::{DEFAULT_OWD_BASE_WINDOW_US, OneWayDelay, RttEstimator};
 use crate::summary::{SenderSummary, TraceSample, mbps, percentile};
 
 /// Port a receiver listens on unless told otherwise.
@@ -133,6 +134,13 @@ pub struct SenderConfig {
     pub ecn: bool,
     /// Use UDP GSO where the kernel allows.
     pub gso: bool,
+    /// Span of the sliding window whose smallest one-way delay is the base of the relative
+    /// one-way delay (zero: the flow's whole life). Default 10 s: at a clock-rate difference of
+    /// 100 ppm between the hosts a base at most 10 s old reads at most 1 ms of drift as
+    /// queueing, and a queue standing for under 9 s is not taken into the base (see
+    /// [`crate::rtt::DEFAULT_OWD_BASE_WINDOW_US`]; LEDBAT's base-delay history, RFC 6817
+    /// §3.4.2).
+    pub owd_base_window: Duration,
 }
 
 impl Default for SenderConfig {
@@ -147,6 +155,7 @@ impl Default for SenderConfig {
             trace_interval: Duration::from_millis(10),
             ecn: true,
             gso: true,
+            owd_base_window: Duration::from_micros(DEFAULT_OWD_BASE_WINDOW_US),
         }
     }
 }
@@ -729,7 +738,7 @@ impl<'a> FlowSender<'a> {
             handshake_rtt_us: hs.rtt_us,
             rtt_samples: Vec::new(),
             rtt_seen: 0,
-            owd: OneWayDelay::default(),
+            owd: OneWayDelay::new(cfg.owd_base_window.as_micros() as u64),
             rng_state: u64::from(flow_id) | 1,
             trace: Vec::new(),
             trace_interval_us: cfg.trace_interval.as_micros() as u64,
@@ -1099,7 +1108,7 @@ impl<'a> FlowSender<'a> {
             self.record_rtt(adjusted);
             // The echoed send timestamp and the receive timestamp are both of the largest
             // packet, the one this RTT sample is of.
-            owd_us = Some(self.owd.update(a.echo_ts, a.recv_ts));
+            owd_us = Some(self.owd.update(now, a.echo_ts, a.recv_ts));
         }
         if a.ecn_ce > self.ecn_ce {
             let d = (a.ecn_ce - self.ecn_ce).min(u64::from(u32::MAX)) as u32;

@@ -28,9 +28,9 @@ pub struct TraceSample {
     pub controller: String,
     /// Mean relative one-way delay of the RTT samples taken since the previous trace sample,
     /// µs: each sample's receive timestamp minus its send timestamp, minus the smallest such
-    /// difference of the flow ([`crate::rtt::OneWayDelay`]), i.e. the forward path's queueing
-    /// delay (plus the drift between the two clocks). None if no RTT sample came in the
-    /// interval, or the datapath does not measure it.
+    /// difference of a sliding window (10 s by default; [`crate::rtt::OneWayDelay`]), i.e. the
+    /// forward path's queueing delay (plus at most a window's drift between the two clocks).
+    /// None if no RTT sample came in the interval, or the datapath does not measure it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owd_excess_us: Option<f64>,
 }
@@ -71,8 +71,8 @@ pub struct SenderSummary {
     /// Smoothed RTT at the end, ms.
     pub srtt_ms: f64,
     /// Mean relative one-way delay over the RTT samples, µs: receive minus send timestamp of
-    /// each sampled packet, minus the flow's smallest (`rtt::OneWayDelay`); the forward path's
-    /// queueing. None without samples.
+    /// each sampled packet, minus the smallest of a sliding window (`rtt::OneWayDelay`); the
+    /// forward path's queueing. None without samples.
     #[serde(default)]
     pub owd_excess_mean_us: Option<f64>,
     /// DATA packets sent (first transmissions, retransmissions, probes, FIN).

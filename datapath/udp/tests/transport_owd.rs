@@ -1,6 +1,7 @@
 //! The relative one-way delay: the receiver puts the receive timestamp of the packet whose send
 //! timestamp it echoes in every ACK; with every RTT sample the sender hands its controller the
-//! receive-minus-send difference above the flow's smallest.
+//! receive-minus-send difference above the smallest of a sliding window (the flow's smallest
+//! with window 0).
 
 mod transport_util;
 
@@ -57,6 +58,58 @@ fn the_sender_turns_receive_timestamps_into_the_relative_one_way_delay() {
         let mean = owds.iter().sum::<u64>() as f64 / owds.len() as f64;
         let reported = s[0].owd_excess_mean_us.expect("summary has the mean");
         assert!((reported - mean).abs() < 1e-6, "{reported} vs {mean}");
+    });
+}
+
+#[test]
+fn the_base_window_bounds_what_a_clock_drift_adds() {
+    bounded(Duration::from_secs(30), || {
+        // A scripted receiver whose clock runs 2 000 ppm fast (2 µs per ms of the sender's
+        // clock; real hosts differ by 10–100 ppm, exaggerated here so that a 1.5 s flow shows
+        // it) and claims no queueing: every excess is drift. The flow is paced at 2 MB/s
+        // (about 1 400 RTT samples a second).
+        let run = |window: Duration| {
+            let (dest, peer) = scripted_receiver(|h, a| {
+                a.recv_ts = h.ts.wrapping_add(h.ts / 500).wrapping_add(7_000_000);
+            });
+            let log = Arc::new(Mutex::new(Log::default()));
+            let make = recording(log.clone(), |_: &FlowMeta| -> Box<dyn FlowController> {
+                Box::new(Fixed {
+                    cwnd: 20 * 1448,
+                    rate: Some(2_000_000),
+                })
+            });
+            let mut cfg = one_flow(dest, Amount::Duration(Duration::from_millis(1_500)));
+            cfg.gso = false;
+            cfg.owd_base_window = window;
+            let s = send(&cfg, &make).expect("transfer");
+            peer.join().unwrap();
+            assert!(s[0].completed);
+            let log = log.lock().unwrap();
+            let owds: Vec<u64> = log.owds.iter().flatten().copied().collect();
+            assert!(owds.len() >= 1_000, "{} samples", owds.len());
+            // The last third of the flow, well past the first window.
+            let mut tail = owds[owds.len() * 2 / 3..].to_vec();
+            tail.sort_unstable();
+            (tail[tail.len() / 2], tail[tail.len() - 1])
+        };
+        let (windowed_median, windowed_max) = run(Duration::from_millis(200));
+        let (flow_long_median, flow_long_max) = run(Duration::ZERO);
+        eprintln!(
+            "2000 ppm drift, last third of 1.5 s: window 200 ms median {windowed_median} µs, \
+             max {windowed_max}; flow-long median {flow_long_median}, max {flow_long_max}"
+        );
+        // With a 200 ms window the base is 180-200 ms old: 360-400 µs of drift (a sample
+        // handled late, after a scheduling stall, counts from a base older by the stall).
+        assert!(
+            (300..=450).contains(&windowed_median),
+            "{windowed_median} µs"
+        );
+        assert!(windowed_max <= 1_000, "{windowed_max} µs");
+        // The flow's smallest is from its start: 2 µs per ms of the flow's age, 2-3 ms in the
+        // last third.
+        assert!(flow_long_median >= 1_800, "{flow_long_median} µs");
+        assert!(flow_long_max >= 2_500, "{flow_long_max} µs");
     });
 }
 

@@ -85,6 +85,12 @@ struct SendArgs {
     /// Give up if no receiver answers within this time
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
     handshake_timeout: Duration,
+    /// Window of the one-way delay's base: the excess handed to the agent and traced is over
+    /// the smallest one-way delay of the last this-long (0: of the flow's whole life). 10 s
+    /// bounds what a 100 ppm clock-rate difference between the hosts adds to 1 ms and keeps
+    /// queues standing under 9 s; 0 suits hosts that share a clock (loopback, emulator)
+    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10s")]
+    owd_base_window: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -162,6 +168,7 @@ fn send(a: SendArgs) -> Result<()> {
         trace_interval: a.out.trace_interval,
         ecn: !a.no_ecn,
         gso: !a.no_gso,
+        owd_base_window: a.owd_base_window,
         ..SenderConfig::default()
     };
     let plane = a.ccp.start()?;
