@@ -21,7 +21,8 @@
 //! * [`controller`]: the s2n-quic congestion controller over a `FlowController`, pacing, ticks;
 //! * [`sender`]: [`run_sender`], one client endpoint and one stream per flow;
 //! * [`receiver`]: [`run_receiver`], one server endpoint, verification of every flow;
-//! * [`wire`]: what the stream carries (header, pattern content, trailer) and the verdict;
+//! * [`wire`]: what the stream carries (header, pattern content, trailer or reset), the
+//!   receiver's check of every byte against the pattern, and the verdict;
 //! * [`tls`]: the receiver's self-signed certificate, made at start;
 //! * [`summary`]: per-flow reports, in the udp datapath's JSON shape; [`error`]: [`Error`].
 

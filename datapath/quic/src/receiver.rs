@@ -1,7 +1,9 @@
 //! The receiving side: one s2n-quic server endpoint for any number of flows. Each connection
-//! carries one flow on its first bidirectional stream; the receiver hashes the content, checks
-//! it against the trailer, answers with the verdict of [`crate::wire`] and reports a
-//! [`ReceiverSummary`]. Its own congestion controller is s2n-quic's default (CUBIC): it only
+//! carries one flow on its first bidirectional stream; the receiver checks every content byte
+//! against the flow's pattern and hashes the content, compares length and hash with the
+//! trailer when the stream ends with one (sized flows) or counts the prefix it read when the
+//! sender resets the stream (timed flows at their duration, stopped flows), answers with the
+//! verdict of [`crate::wire`] and reports a [`ReceiverSummary`]. Its own congestion controller is s2n-quic's default (CUBIC): it only
 //! sends ACKs and the verdict.
 
 use crate::error::Error;
@@ -169,6 +171,16 @@ async fn serve(
     Ok(done)
 }
 
+/// How the receive loop ended.
+enum Ended {
+    /// FIN.
+    Fin,
+    /// The sender reset the stream with one of its codes.
+    Reset(wire::End),
+    /// Anything else (connection lost, unknown reset code, bad header).
+    Failed(String),
+}
+
 async fn serve_flow(
     index: usize,
     mut conn: s2n_quic::Connection,
@@ -188,6 +200,7 @@ async fn serve_flow(
         sender_hash: None,
         intact: false,
         completed: false,
+        ended_by: String::new(),
         chunks: 0,
         duration_s: 0.0,
         goodput_mbps: 0.0,
@@ -206,7 +219,8 @@ async fn serve_flow(
         }
     };
     let mut header = Vec::with_capacity(wire::HEADER_LEN);
-    let mut split = wire::TrailerSplitter::default();
+    // Made when the header (and so the flow id, the pattern's seed) is complete.
+    let mut split: Option<wire::TrailerSplitter> = None;
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let mut longest = Duration::ZERO;
@@ -222,13 +236,20 @@ async fn serve_flow(
                     b = b.slice(take..);
                     if header.len() == wire::HEADER_LEN {
                         match wire::parse_header(&header) {
-                            Some(id) => s.flow_id = id,
-                            None => break Err("not a ccp-quic stream (bad header)".to_string()),
+                            Some(id) => {
+                                s.flow_id = id;
+                                split = Some(wire::TrailerSplitter::new(id));
+                            }
+                            None => {
+                                break Ended::Failed(
+                                    "not a ccp-quic stream of this version (bad header)".into(),
+                                );
+                            }
                         }
                     }
                 }
-                if !b.is_empty() {
-                    if let Some(_t) = first {
+                if let Some(split) = split.as_mut().filter(|_| !b.is_empty()) {
+                    if first.is_some() {
                         longest = longest.max(now - last);
                     } else {
                         first = Some(now);
@@ -241,37 +262,76 @@ async fn serve_flow(
                     let _ = activity.send(());
                 }
             }
-            Ok(None) => break Ok(()),
+            Ok(None) => break Ended::Fin,
+            Err(s2n_quic::stream::Error::StreamReset { error, .. }) => {
+                match wire::End::from_reset_code(u64::from(error)) {
+                    Some(end) => break Ended::Reset(end),
+                    None => {
+                        break Ended::Failed(format!(
+                            "the sender reset the stream with code {} after {} bytes",
+                            u64::from(error),
+                            split.as_ref().map_or(0, |s| s.content_len())
+                        ));
+                    }
+                }
+            }
             Err(e) => {
-                break Err(format!(
+                break Ended::Failed(format!(
                     "stream failed after {} bytes: {e}",
-                    split.content_len()
+                    split.as_ref().map_or(0, |s| s.content_len())
                 ));
             }
         }
     };
     let end = Instant::now();
-    let (len, hash, trailer) = split.finish();
+    // The content's check (every byte against the pattern, and its hash) and the trailer.
+    let (check, trailer) = match (split, &ended) {
+        (Some(sp), Ended::Fin) => {
+            let (c, t) = sp.finish();
+            (Some(c), t)
+        }
+        (Some(sp), _) => (Some(sp.abandon()), None),
+        (None, _) => (None, None),
+    };
+    let (len, hash) = check.as_ref().map_or(
+        (0, xxhash_rust::xxh3::Xxh3Default::new().digest128()),
+        |c| (c.len(), c.hash()),
+    );
+    let mismatch = check.as_ref().and_then(wire::ContentCheck::mismatch);
     s.bytes = len;
     s.hash = hash_hex(hash);
     s.duration_s = first.map_or(0.0, |f| (end - f).as_secs_f64());
     s.goodput_mbps = ccp_udp::summary::mbps(len, s.duration_s);
     s.longest_stall_ms = longest.as_secs_f64() * 1e3;
     match ended {
-        Err(e) => s.error = Some(e),
-        Ok(()) => match trailer {
+        Ended::Failed(e) => s.error = Some(e),
+        Ended::Fin => match trailer {
             None => s.error = Some("the stream ended without a trailer".into()),
             Some(t) => {
                 let (want_len, want_hash) = wire::parse_trailer(&t);
                 s.completed = true;
+                s.ended_by = wire::End::Trailer.name().into();
                 s.expected_bytes = Some(want_len);
                 s.sender_hash = Some(hash_hex(want_hash));
-                s.intact = want_len == len && want_hash == hash;
-                if !s.intact {
+                s.intact = want_len == len && want_hash == hash && mismatch.is_none();
+                if want_len != len || want_hash != hash {
                     s.error = Some("length or hash differs from the sender's".into());
                 }
             }
         },
+        Ended::Reset(how) => {
+            // Nothing follows a reset: what was read is what was delivered, and the pattern
+            // vouches for every byte of it. A reset before the header was complete delivered
+            // nothing (a flow ended at once).
+            s.completed = true;
+            s.ended_by = how.name().into();
+            s.intact = mismatch.is_none();
+        }
+    }
+    if let Some(at) = mismatch {
+        s.error = Some(format!(
+            "the content differs from the flow's pattern at offset {at}"
+        ));
     }
     let v = wire::verdict(s.intact, len, hash);
     if stream.send(Bytes::copy_from_slice(&v)).await.is_ok() {

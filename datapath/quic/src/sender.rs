@@ -4,9 +4,13 @@
 //! Each flow waits its start delay, binds a socket, builds a client whose congestion controller
 //! is a [`CcpEndpoint`] (so the flow's controller — the agent's algorithm for the flow — comes
 //! from the [`Factory`] when the stack creates the path), connects (TLS 1.3 through rustls,
-//! trusting only the receiver's certificate), and writes the header, the pattern content and
-//! the trailer of [`crate::wire`]. A timer per flow ticks the controller (see
-//! [`crate::controller`]) and samples the trace. The flow ends with the receiver's verdict.
+//! trusting only the receiver's certificate), and writes the header and the pattern content
+//! of [`crate::wire`]. A sized flow then writes the trailer and finishes the stream; a timed
+//! flow, at its duration, resets the stream's send direction and so abandons what the stream
+//! still buffers (a write blocked on a full buffer is given up at the deadline too), as does a
+//! flow the stop flag ends. A timer per flow ticks the controller (see [`crate::controller`])
+//! and samples the trace. The flow ends with the receiver's verdict, whose length is the
+//! flow's delivered bytes.
 
 use crate::controller::{CcpEndpoint, Factory, FlowProbe};
 use crate::error::Error;
@@ -48,7 +52,8 @@ pub struct SenderConfig {
     /// Trace sampling interval (default 10 ms, as `ccp-udp`).
     pub trace_interval: Duration,
     /// Give up waiting for the receiver's verdict after this long past the last write
-    /// (default 60 s: draining a full send buffer at 1 Mbit/s takes 17 s).
+    /// (default 60 s: a sized flow's trailer waits behind up to a full send buffer, which
+    /// takes 17 s to drain at 1 Mbit/s).
     pub verdict_timeout: Duration,
 }
 
@@ -68,8 +73,10 @@ impl Default for SenderConfig {
 }
 
 /// Stream bytes s2n-quic buffers per stream, unacknowledged ones included (2 MiB): the
-/// largest window a flow can use, and what is still queued when a timed flow stops writing
-/// (0.8 s at 20 Mbit/s, 17 ms at 1 Gbit/s).
+/// largest window a flow can use. Up to this much is still queued when a flow stops writing:
+/// a sized flow's trailer waits behind it (it drains in 0.8 s at 20 Mbit/s, 17 s at
+/// 1 Mbit/s), while a timed flow resets the stream at its duration and abandons the queue, so
+/// it puts nothing new on the wire after its duration (see [`crate::wire`]).
 pub const SEND_BUFFER: u32 = 2 << 20;
 
 /// Flow-control windows large enough that the congestion controller, not QUIC's flow control,
@@ -305,46 +312,74 @@ async fn run_flow(
     let seed = pattern::seed(flow_id);
     let mut hasher = xxhash_rust::xxh3::Xxh3Default::new();
     let mut offset = 0u64;
-    let mut stopped_early = false;
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            stopped_early = true;
-            break;
-        }
+    let deadline = match spec.amount {
+        Amount::Duration(d) => Some(t0 + d),
+        Amount::Bytes(_) => None,
+    };
+    let how = loop {
         let n = match spec.amount {
             Amount::Bytes(total) => {
                 if offset >= total {
-                    break;
+                    break wire::End::Trailer;
                 }
                 (total - offset).min(CHUNK as u64) as usize
             }
-            Amount::Duration(d) => {
-                if t0.elapsed() >= d {
-                    break;
-                }
-                CHUNK
-            }
+            Amount::Duration(_) => CHUNK,
         };
+        if let Some(end) = ended(deadline, stop) {
+            break end;
+        }
         if let Some(cap) = spec.rate_cap.filter(|&c| c > 0) {
             let due = t0 + Duration::from_secs_f64(offset as f64 / cap as f64);
-            tokio::time::sleep_until(due.into()).await;
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                end = wait_end(deadline, stop) => break end,
+            }
         }
-        let chunk = content(seed, offset, n);
-        hasher.update(&chunk);
-        stream
-            .send(Bytes::from(chunk))
-            .await
-            .map_err(|e| terr(format!("writing at offset {offset}: {e}")))?;
-        offset += n as u64;
+        let chunk = Bytes::from(content(seed, offset, n));
+        // A full send buffer holds the write back; the deadline or a stop does not wait for it.
+        let mut rest = chunk.clone();
+        let cut_short = tokio::select! {
+            r = std::future::poll_fn(|cx| stream.poll_send(&mut rest, cx)) => {
+                r.map_err(|e| terr(format!("writing at offset {offset}: {e}")))?;
+                None
+            }
+            end = wait_end(deadline, stop) => Some(end),
+        };
+        let taken = n - rest.len();
+        hasher.update(&chunk[..taken]);
+        offset += taken as u64;
+        if let Some(end) = cut_short {
+            break end;
+        }
+    };
+    let stopped_early = how == wire::End::Stop;
+    let data_end = t0.elapsed();
+    match how.reset_code() {
+        None => {
+            let hash = hasher.digest128();
+            stream
+                .send(Bytes::copy_from_slice(&wire::trailer(offset, hash)))
+                .await
+                .map_err(|e| terr(format!("writing the trailer: {e}")))?;
+            stream
+                .finish()
+                .map_err(|e| terr(format!("finishing the stream: {e}")))?;
+        }
+        Some(code) => {
+            // Abandon what the stream still queues: nothing new goes on the wire from here;
+            // the receiver counts (and has verified) what it read.
+            stream
+                .reset(code.into())
+                .map_err(|e| terr(format!("resetting the stream: {e}")))?;
+            info!(
+                flow = idx,
+                written = offset,
+                ended_by = how.name(),
+                "stream reset"
+            );
+        }
     }
-    let hash = hasher.digest128();
-    stream
-        .send(Bytes::copy_from_slice(&wire::trailer(offset, hash)))
-        .await
-        .map_err(|e| terr(format!("writing the trailer: {e}")))?;
-    stream
-        .finish()
-        .map_err(|e| terr(format!("finishing the stream: {e}")))?;
 
     // The verdict.
     let mut got = Vec::with_capacity(wire::VERDICT_LEN);
@@ -397,6 +432,19 @@ async fn run_flow(
         Some((_, n, _)) => n,
         None => 0,
     };
+    // What the verdict must say: the whole content for a trailer; for a reset stream a prefix
+    // of what was written, which the receiver found to be the pattern, with the pattern's hash.
+    let hash = match (how, verdict) {
+        (wire::End::Trailer, _) | (_, None) => hasher.digest128(),
+        (_, Some((_, n, _))) => pattern::stream_hash(flow_id, n),
+    };
+    let receiver_intact = verdict.map(|(ok, n, h)| {
+        let len_ok = match how {
+            wire::End::Trailer => n == offset,
+            _ => n <= offset,
+        };
+        ok && len_ok && h == hash
+    });
     let duration_s = end.as_secs_f64();
     Ok(SenderSummary {
         flow: idx,
@@ -407,6 +455,9 @@ async fn run_flow(
         remote: cfg.dest.to_string(),
         mss: cfg.mss,
         bytes,
+        written_bytes: offset,
+        ended_by: how.name().into(),
+        data_end_s: data_end.as_secs_f64(),
         duration_s,
         goodput_mbps: ccp_udp::summary::mbps(bytes, duration_s),
         handshake_rtt_ms: handshake.as_secs_f64() * 1e3,
@@ -427,10 +478,35 @@ async fn run_flow(
         control_changes: stats.control_changes,
         hash: pattern::hash_hex(hash),
         completed: verdict.is_some(),
-        receiver_intact: verdict.map(|(ok, n, h)| ok && n == offset && h == hash),
+        receiver_intact,
         stopped_early,
         trace,
     })
+}
+
+/// How the flow must end now, if it must: the stop flag, or the timed flow's deadline.
+fn ended(deadline: Option<Instant>, stop: &AtomicBool) -> Option<wire::End> {
+    if stop.load(Ordering::Relaxed) {
+        Some(wire::End::Stop)
+    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+        Some(wire::End::Deadline)
+    } else {
+        None
+    }
+}
+
+/// Waits until [`ended`] says the flow must end (the stop flag is polled every 20 ms).
+async fn wait_end(deadline: Option<Instant>, stop: &AtomicBool) -> wire::End {
+    loop {
+        if let Some(end) = ended(deadline, stop) {
+            return end;
+        }
+        let mut nap = Duration::from_millis(20);
+        if let Some(d) = deadline {
+            nap = nap.min(d.saturating_duration_since(Instant::now()));
+        }
+        tokio::time::sleep(nap).await;
+    }
 }
 
 /// Tick the controller every half tick period and sample the trace every `every`, until

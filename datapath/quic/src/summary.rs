@@ -25,8 +25,25 @@ pub struct SenderSummary {
     pub remote: String,
     /// Maximum UDP payload (QUIC packet) per datagram, bytes: the MSS the controller sees.
     pub mss: u32,
-    /// Stream content bytes the receiver confirmed (the content length when `completed`).
+    /// Stream content bytes the receiver confirmed, from its verdict: the content length of a
+    /// sized flow; for a timed or stopped flow, whose unsent rest the sender abandoned, the
+    /// prefix the receiver read and verified against the pattern (0 without a verdict).
     pub bytes: u64,
+    /// Stream content bytes the sender handed to the stream. A sized flow's `bytes` when
+    /// intact; for a timed or stopped flow it includes what was still queued or in flight
+    /// when the sender reset the stream, so it exceeds `bytes` by up to about
+    /// [`crate::sender::SEND_BUFFER`].
+    #[serde(default)]
+    pub written_bytes: u64,
+    /// How the sender ended its stream: "trailer" (length and hash, then FIN: a sized flow),
+    /// "deadline" (a timed flow at its duration: RESET_STREAM, unsent data abandoned) or
+    /// "stop" (the stop flag: RESET_STREAM).
+    #[serde(default)]
+    pub ended_by: String,
+    /// Seconds from the end of the handshake to when the sender stopped giving the stream new
+    /// data (wrote the trailer, or reset the stream).
+    #[serde(default)]
+    pub data_end_s: f64,
     /// Seconds from the end of the handshake to the receiver's verdict.
     pub duration_s: f64,
     /// `bytes` over `duration_s`, Mbit/s.
@@ -63,16 +80,22 @@ pub struct SenderSummary {
     pub ticks: u64,
     /// Times the window or pacing rate set by the controller changed.
     pub control_changes: u64,
-    /// xxh3-128 hash of the stream content the sender sent, 32 hex digits.
+    /// xxh3-128 hash, 32 hex digits, of the stream content: of all the sender wrote for a
+    /// sized flow; for a reset stream, of the pattern's first `bytes` bytes (what the receiver
+    /// read), or of all it wrote if no verdict came.
     pub hash: String,
     /// The receiver's verdict arrived.
     pub completed: bool,
-    /// The receiver's verdict on length and hash (None if it never arrived).
+    /// The receiver's verdict (None if it never arrived): it found the content intact and
+    /// its length and hash agree with the sender's — for a sized flow the whole content, for
+    /// a reset stream a prefix of what was written with the pattern's hash of that prefix.
     pub receiver_intact: Option<bool>,
     /// The transfer was cut short by the stop flag.
     pub stopped_early: bool,
     /// State samples; `delivered_bytes` counts acknowledged UDP payload bytes (QUIC
-    /// acknowledges packets, not stream offsets), a few percent above stream bytes.
+    /// acknowledges packets, not stream offsets), a few percent above stream bytes. Packets
+    /// acknowledged just before a reset whose data the receiver had not yet read count here
+    /// but not in `bytes` (the receiver's stack discards them at the reset).
     pub trace: Vec<TraceSample>,
 }
 
@@ -81,11 +104,13 @@ pub struct SenderSummary {
 pub struct ReceiverSummary {
     /// Index of the flow in order of arrival at the receiver.
     pub flow: usize,
-    /// Flow id from the stream header.
+    /// Flow id from the stream header (0 if the sender reset the stream before its header
+    /// arrived: a timed flow of next to no duration, which delivered nothing).
     pub flow_id: u32,
     /// Sender address (as seen by the receiver).
     pub peer: String,
-    /// Stream content bytes received.
+    /// Stream content bytes received (read by the application; for a reset stream the
+    /// delivered prefix).
     pub bytes: u64,
     /// Content length the sender's trailer announced (None: no trailer).
     pub expected_bytes: Option<u64>,
@@ -93,10 +118,17 @@ pub struct ReceiverSummary {
     pub hash: String,
     /// Hash the sender's trailer announced.
     pub sender_hash: Option<String>,
-    /// Trailer seen, length and hash equal to the sender's.
+    /// Every content byte received is the flow's pattern at its offset and, for a stream
+    /// that ended with a trailer, length and hash equal the trailer's.
     pub intact: bool,
-    /// The stream ended cleanly with a trailer.
+    /// The stream ended as the sender ends it: with a trailer and FIN, or with the sender's
+    /// own RESET_STREAM (see `ended_by`).
     pub completed: bool,
+    /// How the stream ended: "trailer" (a sized flow, checked by length and hash),
+    /// "deadline" (a timed flow reset at its duration: `bytes` is the prefix read), "stop"
+    /// (the sender was stopped), "" (it failed: see `error`).
+    #[serde(default)]
+    pub ended_by: String,
     /// Stream reads (chunks) the receiver got.
     pub chunks: u64,
     /// Seconds from the first content byte to the end of the stream.

@@ -25,6 +25,12 @@ use std::time::{Duration, Instant};
 /// names with --alg, or by the agent's rules) and sets its window and pacing rate, which the
 /// QUIC stack obeys. If the agent goes away, flows continue under a built-in Reno and return to
 /// the agent when it comes back. Options and JSON summaries follow `ccp-udp`'s.
+///
+/// The receiver checks every stream byte against the flow's known pattern. A sized flow
+/// (--bytes) ends with its length and hash, checked end to end. A timed flow (--time) stops
+/// at its duration: the sender resets the stream, abandoning what it still buffers (up to
+/// 2 MiB), so the flow puts no new data on the wire after its duration; the bytes delivered
+/// are the verified prefix the receiver read, on which both summaries agree.
 #[derive(Parser, Debug)]
 #[command(name = "ccp-quic", version, about, long_about)]
 struct Cli {
@@ -36,7 +42,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Receive flows, verify each stream against the sender's hash, print a summary
+    /// Receive flows, verify each stream against its pattern (and a sized flow's length and
+    /// hash), print a summary
     Recv(RecvArgs),
     /// Send one or more flows under CCP control
     Send(SendArgs),
@@ -130,10 +137,11 @@ fn print_receiver(r: &ReceiverSummary) {
         r.flow,
         r.bytes as f64 / 1e6,
         r.goodput_mbps,
-        if r.intact {
-            "intact (hash matches)"
-        } else {
-            "CORRUPT or incomplete (hash or length mismatch)"
+        match (r.intact, r.ended_by.as_str()) {
+            (true, "trailer") => "intact (pattern, length and hash match)",
+            (true, "deadline") => "intact (timed flow ended at its duration, every byte checked)",
+            (true, _) => "intact (stopped by the sender, every byte checked)",
+            (false, _) => "CORRUPT or incomplete (pattern, hash or length mismatch)",
         },
         r.longest_stall_ms,
         r.error

@@ -1,0 +1,200 @@
+//! How a flow's stream ends, end to end over loopback (sender and receiver in this process).
+//!
+//! The flows run under a fixed controller that paces at [`RATE`] with a window of [`CWND`]:
+//! on loopback the path carries far more, so each flow is network-limited at a known rate and
+//! its send buffer ([`SEND_BUFFER`], 2 MiB) is full — the case where a timed flow used to keep
+//! sending after its duration, until the queue had drained (at 1 MB/s, two more seconds).
+//!
+//! * `a_timed_flow_stops_at_its_duration_and_every_delivered_byte_is_verified`: a 1-s timed
+//!   flow and a sized flow at once. The timed flow delivers no more than the pacer let out
+//!   until the sender reset the stream plus one window in flight, although about 2 MiB more
+//!   was written and abandoned; sender and receiver agree on the bytes, and they and their
+//!   hash are the flow's pattern. The sized flow still ends with its trailer, checked by
+//!   length and hash. Before the reset, the same timed flow delivered 3,145,728 bytes (1 MB
+//!   by its duration plus the 2 MiB queue, the last at 3.25 s) for a bound of 1,065,536 here.
+//! * `a_stopped_flow_ends_at_once_with_a_verified_prefix`: a large sized flow stopped by the
+//!   stop flag ends with a reset too; the prefix delivered is verified and agreed on.
+//!
+//! A corrupted byte is caught by the receiver's pattern check: see the unit tests of
+//! `ccp_quic::wire`. Both tests together take about 2 s.
+
+use ccp_quic::controller::Factory;
+use ccp_quic::sender::SEND_BUFFER;
+use ccp_quic::{ReceiverConfig, ReceiverSummary, SenderConfig, SenderSummary};
+use ccp_quic::{run_receiver, run_sender};
+use ccp_udp::cc::{AckSample, FlowController, FlowMeta};
+use ccp_udp::pattern::{hash_hex, stream_hash};
+use ccp_udp::{Amount, FlowSpec};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Pacing rate of every flow, bytes/s of UDP payload (8 Mbit/s).
+const RATE: u64 = 1_000_000;
+/// Window of every flow, bytes (about 45 packets: never the limit at loopback RTTs).
+const CWND: u32 = 64 * 1024;
+/// Bytes the pacer may let out at once beyond the rate: its 2-ms token bucket plus s2n-quic's
+/// 1-ms timer granularity (`ccp_quic::controller`), doubled.
+const BURST: u64 = RATE * 6 / 1000;
+
+/// A controller with a fixed window and pacing rate.
+struct Paced;
+
+impl FlowController for Paced {
+    fn on_ack(&mut self, _s: &AckSample) {}
+    fn on_tick(&mut self, _s: &AckSample) {}
+    fn cwnd(&self) -> u32 {
+        CWND
+    }
+    fn pacing_rate(&self) -> Option<u64> {
+        Some(RATE)
+    }
+    fn controller_name(&self) -> String {
+        "test:paced".into()
+    }
+}
+
+/// Runs `flows` from a sender to a receiver on loopback, setting the sender's stop flag after
+/// `stop_after` if given; the sender's summaries in configuration order and the receiver's
+/// in the same order (matched by flow id).
+fn run(
+    flows: Vec<FlowSpec>,
+    stop_after: Option<Duration>,
+) -> Vec<(SenderSummary, ReceiverSummary)> {
+    let id = ccp_quic::tls::self_signed().unwrap();
+    let rcfg = ReceiverConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        expect_flows: Some(flows.len()),
+        idle_timeout: Some(Duration::from_secs(30)),
+        ..ReceiverConfig::default()
+    };
+    let rstop = AtomicBool::new(false);
+    let sstop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|sc| {
+        let recv = sc.spawn(|| {
+            run_receiver(&rcfg, &id, &rstop, &mut |a| {
+                let _ = tx.send(a);
+            })
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        if let Some(after) = stop_after {
+            let sstop = &sstop;
+            sc.spawn(move || {
+                std::thread::sleep(after);
+                sstop.store(true, Ordering::Relaxed);
+            });
+        }
+        let cfg = SenderConfig {
+            dest: addr,
+            cert_pem: id.cert_pem.clone(),
+            flows,
+            ..SenderConfig::default()
+        };
+        let factory: Factory =
+            Arc::new(|_: &FlowMeta| -> Box<dyn FlowController> { Box::new(Paced) });
+        let sent = run_sender(&cfg, factory, &sstop);
+        // Let the receiver go even if the sender failed.
+        rstop.store(sent.is_err(), Ordering::Relaxed);
+        let sent = sent.unwrap();
+        let mut got = recv.join().unwrap().unwrap();
+        assert_eq!(got.len(), sent.len(), "{got:?}");
+        sent.into_iter()
+            .map(|s| {
+                let i = got.iter().position(|g| g.flow_id == s.flow_id).unwrap();
+                (s, got.swap_remove(i))
+            })
+            .collect()
+    })
+}
+
+/// Sender and receiver agree on the bytes delivered, both found them intact, and bytes and
+/// hash are those of the flow's pattern, computed here.
+fn check_agreed_and_verified(s: &SenderSummary, g: &ReceiverSummary) {
+    assert!(g.intact && g.completed, "{g:?}");
+    assert_eq!(g.error, None);
+    assert_eq!(s.receiver_intact, Some(true), "{s:?}");
+    assert_eq!(s.bytes, g.bytes);
+    let want = hash_hex(stream_hash(s.flow_id, g.bytes));
+    assert_eq!(g.hash, want);
+    assert_eq!(s.hash, want);
+    assert!(s.written_bytes >= s.bytes);
+}
+
+#[test]
+fn a_timed_flow_stops_at_its_duration_and_every_delivered_byte_is_verified() {
+    let sized = 400_000u64;
+    let flows = vec![
+        FlowSpec {
+            amount: Amount::Duration(Duration::from_secs(1)),
+            ..FlowSpec::default()
+        },
+        FlowSpec {
+            amount: Amount::Bytes(sized),
+            ..FlowSpec::default()
+        },
+    ];
+    let r = run(flows, None);
+    let (s, g) = &r[0];
+    eprintln!(
+        "timed flow of 1 s at {RATE} B/s: reset at {:.3} s, {} bytes written, {} delivered (sender) / {} (receiver), last verdict at {:.3} s, {} UDP bytes sent",
+        s.data_end_s, s.written_bytes, s.bytes, g.bytes, s.duration_s, s.sent_bytes
+    );
+    check_agreed_and_verified(s, g);
+    assert_eq!(
+        (s.ended_by.as_str(), g.ended_by.as_str()),
+        ("deadline", "deadline")
+    );
+    assert_eq!(g.expected_bytes, None);
+    assert!(!s.stopped_early);
+    // The buffer was full when the sender reset the stream: most of it was abandoned ...
+    assert!(
+        s.written_bytes >= s.bytes + u64::from(SEND_BUFFER) / 2,
+        "written {} for {} delivered: the send buffer was not full",
+        s.written_bytes,
+        s.bytes
+    );
+    // ... and nothing of it went on the wire: what arrived is at most what the pacer let out
+    // until the reset (the sender's own clock), plus one window in flight and a burst. Stream
+    // content is a few percent less than the UDP payload the pacer counts.
+    let bound = (RATE as f64 * s.data_end_s) as u64 + u64::from(CWND) + BURST;
+    assert!(
+        s.bytes <= bound,
+        "{} bytes delivered, at most {bound} can have left before the reset at {:.3} s",
+        s.bytes,
+        s.data_end_s
+    );
+    // The flow did run at its rate for most of its duration (start-up aside).
+    assert!(s.bytes * 2 >= (RATE as f64 * s.data_end_s) as u64, "{s:?}");
+
+    let (s, g) = &r[1];
+    check_agreed_and_verified(s, g);
+    assert_eq!(
+        (s.ended_by.as_str(), g.ended_by.as_str()),
+        ("trailer", "trailer")
+    );
+    assert_eq!(g.expected_bytes, Some(sized));
+    assert_eq!(g.sender_hash.as_deref(), Some(s.hash.as_str()));
+    assert_eq!((s.bytes, s.written_bytes), (sized, sized));
+}
+
+#[test]
+fn a_stopped_flow_ends_at_once_with_a_verified_prefix() {
+    let size = 20_000_000u64;
+    let flows = vec![FlowSpec {
+        amount: Amount::Bytes(size),
+        ..FlowSpec::default()
+    }];
+    let r = run(flows, Some(Duration::from_millis(500)));
+    let (s, g) = &r[0];
+    eprintln!(
+        "sized flow of {size} stopped: reset at {:.3} s, {} written, {} delivered",
+        s.data_end_s, s.written_bytes, s.bytes
+    );
+    check_agreed_and_verified(s, g);
+    assert!(s.stopped_early);
+    assert_eq!((s.ended_by.as_str(), g.ended_by.as_str()), ("stop", "stop"));
+    assert!(s.bytes > 0 && s.bytes < s.written_bytes && s.written_bytes < size);
+    let bound = (RATE as f64 * s.data_end_s) as u64 + u64::from(CWND) + BURST;
+    assert!(s.bytes <= bound, "{} bytes for a bound of {bound}", s.bytes);
+}
