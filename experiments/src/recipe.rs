@@ -283,6 +283,66 @@ impl Default for JcceOptions {
     }
 }
 
+/// A control command the agent runs at a given time (`commands`): what `ccp-agent ctl
+/// set-params FLOW KEY=VALUE ...` does on a live agent, with the flow named by its index in the
+/// recipe's expanded flow list (0-based, every copy of `count` counted, in recipe order), since
+/// a recipe does not know the flows' addresses. Each backend turns the index into the flow's
+/// address when the command runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentCommand {
+    /// When, µs from the start of the run (the clock of the flows' `start`).
+    pub at_us: u64,
+    /// The flow: its index in [`expand_flows`]'s list.
+    pub flow: usize,
+    /// The new parameters, `(key, value text)` as written (checked against the registry and the
+    /// flow's algorithm's live changes).
+    pub settings: Vec<(String, String)>,
+}
+
+impl AgentCommand {
+    /// The agent's command line with the flow named `target` (`SRC_IP:SRC_PORT` or an id):
+    /// `set-params TARGET min=20mbit max=30mbit`.
+    pub fn line(&self, target: &str) -> String {
+        let mut s = format!("set-params {target}");
+        for (k, v) in &self.settings {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s
+    }
+
+    /// The command as a recipe writes it: `set-params flow=4 min=20mbit`.
+    pub fn written(&self) -> String {
+        self.line(&format!("flow={}", self.flow))
+    }
+}
+
+/// The parameters flow instance `k` of `r` runs with after the commands before `upto` (an index
+/// into `r.commands`): its algorithm's defaults, its recipe params, then every earlier
+/// `set-params` on it. `None` for a kernel TCP flow or an index out of range.
+pub fn flow_params(r: &Recipe, k: usize, upto: usize) -> Option<ccp_algorithms::params::ParamSet> {
+    params_after(&r.flows, &r.commands[..upto.min(r.commands.len())], k)
+}
+
+/// The parameters flow instance `k` of `flows` runs with after `commands`.
+fn params_after(
+    flows: &[FlowSpec],
+    commands: &[AgentCommand],
+    k: usize,
+) -> Option<ccp_algorithms::params::ParamSet> {
+    let (i, _, _) = *expand_flows(flows).get(k)?;
+    let f = &flows[i];
+    let spec = registry::find(&f.algorithm)?;
+    let mut p = spec
+        .params_from(f.params.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .ok()?;
+    for c in commands.iter().filter(|c| c.flow == k) {
+        for (key, v) in &c.settings {
+            p.set(spec.params, key, v).ok()?;
+        }
+    }
+    Some(p)
+}
+
 /// How a recipe names a kernel TCP flow's algorithm: `kernel:cubic`.
 pub const KERNEL_PREFIX: &str = "kernel:";
 
@@ -450,6 +510,8 @@ pub struct Recipe {
     pub sim: SimOptions,
     pub udp: UdpOptions,
     pub jcce: JcceOptions,
+    /// Control commands run at given times (`commands`), in time order.
+    pub commands: Vec<AgentCommand>,
 }
 
 /// Keys of a part (or of a recipe without parts).
@@ -468,6 +530,7 @@ pub const PART_KEYS: &[&str] = &[
     "sim",
     "udp",
     "jcce",
+    "commands",
 ];
 
 /// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME` or, for FCT, `:size=BUCKET`).
@@ -833,6 +896,12 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
     let sim = read_sim(&mut r, tree.get("sim"));
     let udp = read_udp(&mut r, tree.get("udp"));
     let jcce = read_jcce(&mut r, tree.get("jcce"));
+    let commands = match (tree.get("commands"), &flows) {
+        (None, _) => Some(vec![]),
+        (Some(n), Some(f)) => read_commands(&mut r, n, f, duration_us, backend),
+        // The flows have errors of their own; commands name them, so wait for a good list.
+        (Some(_), None) => None,
+    };
 
     if backend == Some(Backend::Udp) {
         check_udp(&mut r, tree);
@@ -872,6 +941,7 @@ pub fn read_recipe(tree: &Node, axes: &[String], errs: &mut Vec<ConfigError>) ->
         sim: sim?,
         udp: udp?,
         jcce: jcce?,
+        commands: commands?,
     })
 }
 
@@ -2261,6 +2331,254 @@ fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
         u.datapath = d.to_string();
     }
     if r.errs.len() > before { None } else { Some(u) }
+}
+
+/// On the udp and emu backends a command finds its flow among the agent's live flows by the
+/// flow's algorithm and parameters, and among flows alike in both by the order they reached the
+/// agent, which follows their starts when these are at least this far apart, µs.
+pub const COMMAND_START_GAP_US: u64 = 100_000;
+
+const COMMAND_FORM: &str = "a command such as \"set-params flow=0 min=20mbit\"";
+
+/// `commands`: a list of `{at: DURATION, command: "set-params flow=N KEY=VALUE ..."}` in time
+/// order, each after its flow's start and before the end of the run (and of a flow with a
+/// duration), naming an agent flow of `flows` by its index in the expanded list, with
+/// parameters its algorithm declares and takes on a live flow.
+fn read_commands(
+    r: &mut Reader,
+    n: &Node,
+    flows: &[FlowSpec],
+    duration_us: Option<u64>,
+    backend: Option<Backend>,
+) -> Option<Vec<AgentCommand>> {
+    const FIELD: &str = "commands";
+    const WHAT: &str = "commands {at: DURATION, command: \"set-params flow=N KEY=VALUE ...\"}, e.g. [{at: 20s, command: \"set-params flow=0 min=20mbit\"}]";
+    let items = r.list(n, FIELD, WHAT)?;
+    let before = r.errs.len();
+    if let Some(b) = backend
+        && matches!(b, Backend::Quic | Backend::Kernel)
+        && !items.is_empty()
+    {
+        r.err(
+            n,
+            FIELD,
+            format!(
+                "commands are not supported on backend {}: ccp-exp cannot name its flows to the agent at run time; use backend sim, udp or emu",
+                b.name()
+            ),
+        );
+        return None;
+    }
+    let instances = expand_flows(flows);
+    let mut out: Vec<AgentCommand> = vec![];
+    for (ci, item) in items.iter().enumerate() {
+        let field = format!("{FIELD}[{ci}]");
+        if !r.map(item, &field, &["at", "command"]) {
+            continue;
+        }
+        let at = r
+            .required(item, &field, "at", DURATION)
+            .and_then(|a| r.duration(a, &join(&field, "at")));
+        let cfield = join(&field, "command");
+        let cmd = r
+            .required(item, &field, "command", COMMAND_FORM)
+            .and_then(|c| r.scalar(c, &cfield, COMMAND_FORM).map(|t| (c, t)));
+        let at_node = item.get("at").unwrap_or(item);
+        if let Some(at) = at {
+            if let Some(prev) = out.last()
+                && at < prev.at_us
+            {
+                r.err(
+                    at_node,
+                    &join(&field, "at"),
+                    format!(
+                        "expected a time at or after the previous command's ({}); commands go in time order",
+                        show_us(prev.at_us)
+                    ),
+                );
+            } else if let Some(d) = duration_us
+                && at >= d
+            {
+                r.err(
+                    at_node,
+                    &join(&field, "at"),
+                    format!(
+                        "the command is not before the end of the run (duration {}), so it would never run",
+                        show_us(d)
+                    ),
+                );
+            }
+        }
+        let Some((cnode, text)) = cmd else { continue };
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let bad = |r: &mut Reader, m: String| r.err(cnode, &cfield, m);
+        match words.first().copied() {
+            Some("set-params") => {}
+            None => {
+                bad(r, format!("expected {COMMAND_FORM}, got an empty command"));
+                continue;
+            }
+            Some(w @ ("set-class" | "bill")) => {
+                bad(
+                    r,
+                    format!(
+                        "{w} needs the agent's pricing policy, which recipes do not give; recipes take set-params (a ccp-sim scenario has agent.pricing with agent.commands)"
+                    ),
+                );
+                continue;
+            }
+            Some("flows") => {
+                bad(
+                    r,
+                    "flows only lists the live flows and changes nothing; the udp and emu backends write that list to the run's raw/commands.log with every set-params".into(),
+                );
+                continue;
+            }
+            Some(w) => {
+                let hint = did_you_mean(w, ["set-params"].into_iter())
+                    .map(|s| format!(" (did you mean {s:?}?)"))
+                    .unwrap_or_default();
+                bad(
+                    r,
+                    format!(
+                        "unknown command {w:?}{hint}; recipes take set-params flow=N KEY=VALUE ... (ccp-agent ctl's set-params, the flow named by its index)"
+                    ),
+                );
+                continue;
+            }
+        }
+        const USAGE: &str = "set-params flow=N KEY=VALUE [KEY=VALUE ...], N the flow's index in the recipe's flow list (0-based, every copy of count counted)";
+        let Some(target) = words.get(1) else {
+            bad(r, format!("expected {USAGE}"));
+            continue;
+        };
+        let Some(num) = target.strip_prefix("flow=") else {
+            let why = if target.contains(':') || target.contains('.') {
+                "a recipe does not know its flows' addresses; "
+            } else {
+                ""
+            };
+            bad(r, format!("{why}expected {USAGE}, got {target:?}"));
+            continue;
+        };
+        let Ok(k) = num.parse::<usize>() else {
+            bad(
+                r,
+                format!("expected flow=N with N a whole number (the flow's index), got {target:?}"),
+            );
+            continue;
+        };
+        let Some(&(entry, _, start)) = instances.get(k) else {
+            let have = match instances.len() {
+                0 => "the recipe has no flows (a workload's flows cannot be named)".to_string(),
+                1 => "the recipe has 1 flow, flow=0".to_string(),
+                m => format!(
+                    "the recipe has {m} flows, flow=0 to flow={} (every copy of count counted)",
+                    m - 1
+                ),
+            };
+            bad(r, format!("no flow {k}: {have}"));
+            continue;
+        };
+        let f = &flows[entry];
+        if kernel_cc(&f.algorithm).is_some() {
+            bad(
+                r,
+                format!(
+                    "flow={k} is a kernel TCP flow ({}), which the agent does not control; commands change agent flows",
+                    f.algorithm
+                ),
+            );
+            continue;
+        }
+        if let Some(at) = at {
+            if at <= start {
+                r.err(
+                    at_node,
+                    &join(&field, "at"),
+                    format!(
+                        "flow={k} starts at {}; a command must come after its start (the agent has no flow={k} before)",
+                        show_us(start)
+                    ),
+                );
+            } else if let Some(d) = f.duration_us
+                && at >= start + d
+            {
+                r.err(
+                    at_node,
+                    &join(&field, "at"),
+                    format!(
+                        "flow={k} runs from {} to {} (its duration); the command would come after its end",
+                        show_us(start),
+                        show_us(start + d)
+                    ),
+                );
+            }
+        }
+        let settings = &words[2..];
+        if settings.is_empty() {
+            bad(r, format!("no KEY=VALUE given; expected {USAGE}"));
+            continue;
+        }
+        let Some(spec) = registry::find(&f.algorithm) else {
+            continue;
+        };
+        let Some(old) = params_after(flows, &out, k) else {
+            continue;
+        };
+        let mut new = old.clone();
+        let mut kv = vec![];
+        let mut ok = true;
+        for s in settings {
+            let Some((key, v)) = s.split_once('=') else {
+                bad(r, format!("{s:?}: expected KEY=VALUE"));
+                ok = false;
+                continue;
+            };
+            match new.set(spec.params, key.trim(), v) {
+                Ok(()) => kv.push((key.trim().to_string(), v.trim().to_string())),
+                Err(e) => {
+                    bad(r, format!("flow={k} runs {}: {e}", spec.name));
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            continue;
+        }
+        // What the agent asks too: whether the algorithm takes changes on a live flow, and
+        // these values.
+        if let Err(e) = (spec.build)(&old).set_params(&new) {
+            bad(r, format!("flow={k}: {e}"));
+            continue;
+        }
+        if matches!(backend, Some(Backend::Udp | Backend::Emu)) {
+            let alike = instances.iter().enumerate().find(|(j, (e, _, s))| {
+                *j != k
+                    && kernel_cc(&flows[*e].algorithm).is_none()
+                    && s.abs_diff(start) < COMMAND_START_GAP_US
+                    && params_after(flows, &out, *j).as_ref() == Some(&old)
+            });
+            if let Some((j, _)) = alike {
+                bad(
+                    r,
+                    format!(
+                        "flow={k} and flow={j} start within {} of each other with the same algorithm and parameters, so on backend {} the agent's flows cannot tell which is flow={k}; start them at least {} apart or give them different params",
+                        show_us(COMMAND_START_GAP_US),
+                        backend.map_or("", Backend::name),
+                        show_us(COMMAND_START_GAP_US)
+                    ),
+                );
+                continue;
+            }
+        }
+        out.push(AgentCommand {
+            at_us: at.unwrap_or(0),
+            flow: k,
+            settings: kv,
+        });
+    }
+    (r.errs.len() == before).then_some(out)
 }
 
 fn read_jcce(r: &mut Reader, n: Option<&Node>) -> Option<JcceOptions> {

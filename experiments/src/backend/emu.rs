@@ -18,9 +18,10 @@
 //! `raw/jcce.log`; the run's notes count the publications.
 //! Wall-clock time, one run at a time; needs root (namespaces, TUN devices).
 
+use super::commands::Commander;
 use super::udp::{
-    Proc, ReceiverSummary, SenderSummary, file, flow_args, read_json, sender_command, tempdir,
-    to_run_data, wait_for_sender, wait_line, wait_text,
+    Proc, ReceiverSummary, SenderSummary, ctl_path, file, flow_args, read_json, sender_command,
+    tempdir, to_run_data, wait_for_sender, wait_line, wait_text,
 };
 use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
@@ -269,6 +270,11 @@ fn start_receiver(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file(&raw.join("agent.log"))?);
+    // `commands`: a control socket, a file like the agent's socket, so ccp-exp reaches it
+    // from outside the testbed's namespaces.
+    if !ctx.recipe.commands.is_empty() {
+        cmd.arg("--ctl").arg(ctl_path(sockdir));
+    }
     let mut agent = match jcce {
         None => Proc::spawn("ccp-agent", cmd.args(["--log-level", "warn"]))?,
         Some(j) => {
@@ -391,6 +397,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
             service.as_ref(),
         )?)
     };
+    let mut commands = Commander::new(ctx, &ctl_path(&sockdir), &raw)?;
     let receiver = tb.receiver().addr;
     // Time zero of the run: the agent's sender starts its flows' clocks when it starts, the
     // kernel flows count from here.
@@ -421,7 +428,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
                 let sender = &tb.senders()[0];
                 let mut send =
                     Proc::adopt(t.send_name, tb.spawn(sender, &mut cmd).map_err(emu_err)?);
-                wait_for_sender(&mut send, ctx, &raw)?;
+                wait_for_sender(&mut send, ctx, &raw, commands.as_mut())?;
                 recv.wait_for(Duration::from_secs(20))
             })()
             .map(Some),
@@ -461,7 +468,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
     }
     let side = tb.service_stats();
     let (up, down) = tb.shutdown();
-    let _ = std::fs::remove_dir_all(&sockdir);
+    drop(sockdir);
     let rstatus = sent?;
     let (kernel_data, reports): (Vec<_>, Vec<_>) = kernel_out
         .into_iter()
@@ -469,6 +476,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         .into_iter()
         .unzip();
 
+    let mut command_notes = vec![];
     let agent_data = match rstatus {
         None => RunData::default(),
         Some(rstatus) => {
@@ -481,6 +489,9 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
                         .unwrap_or_default()
                         .trim()
                 )));
+            }
+            if let Some(c) = commands.as_mut() {
+                command_notes = c.verify(&sent.locals())?;
             }
             to_run_data(ctx, &sent, &got)?
         }
@@ -516,6 +527,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
             }
         ));
     }
+    data.notes.extend(command_notes);
     if kernel_count > 0 {
         data.notes.push(format!(
             "{kernel_count} kernel TCP flows (kernel:NAME): goodput counts what the receiving application read, RTT and window are the sender's TCP_INFO"

@@ -13,6 +13,7 @@
 //! `kernel` is recognised by recipes but not available in this build
 //! ([`crate::recipe::Backend::unavailable`] says why).
 
+mod commands;
 pub mod emu;
 mod kernel;
 pub mod quic;

@@ -9,9 +9,9 @@ use crate::data::{FlowData, RunData, Sample};
 use crate::recipe::{Limit, Queue, Recipe, expand_flows, requested};
 use ccp_sim::Scenario;
 use ccp_sim::scenario::{
-    AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow, JcceSpec, LinkOverride, LinkSpec,
-    OutputSpec, PoissonSpec, Rate, RateStep, RedSpec, SeriesFlows, Size, TopologySpec,
-    TransportSpec, WorkloadSpec,
+    AgentCommand as SimCommand, AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow,
+    JcceSpec, LinkOverride, LinkSpec, OutputSpec, PoissonSpec, Rate, RateStep, RedSpec,
+    SeriesFlows, Size, TopologySpec, TransportSpec, WorkloadSpec,
 };
 use std::collections::HashMap;
 
@@ -60,6 +60,15 @@ pub fn uplink_capacity(r: &Recipe) -> Result<u64, BackendError> {
         Some(t) => Ok(ccp_sim::trace::Trace::load(t)?.mean_rate()),
         None => Ok(0),
     }
+}
+
+/// The address (`SRC_IP:SRC_PORT`) the agent knows flow instance `k` of a recipe by in the
+/// simulator: the scenario gives it its own sender `s<k>`, the dumbbell's host `k` (senders are
+/// its first hosts), whose address is 10.0.0.0 + k + 1, and the simulator numbers a listed
+/// flow's source port 10000 + its index in the list (ccp-sim's `World::build`, `start_flow`).
+pub fn flow_addr(k: usize) -> String {
+    let ip = std::net::Ipv4Addr::from(0x0A00_0000u32 | (k as u32 + 1));
+    format!("{ip}:{}", 10_000 + k % 50_000)
 }
 
 /// The scenario of one run.
@@ -168,6 +177,15 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
                 latency: Dur(r.jcce.delay_us * 1000),
                 ..JcceSpec::default()
             }),
+            // `commands`: the flow named by its address.
+            commands: r
+                .commands
+                .iter()
+                .map(|c| SimCommand {
+                    at: Dur(c.at_us * 1000),
+                    command: c.line(&flow_addr(c.flow)),
+                })
+                .collect(),
             ..AgentSpec::default()
         },
         transport,
@@ -198,6 +216,26 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         ccp_sim::write_outputs(&res, &ctx.dir.join("raw"))?;
     }
     let instances = expand_flows(&r.flows);
+    // A command the simulator's agent could not apply only logs a warning there: one that came
+    // after its (sized) flow had finished fails the run instead.
+    for (i, c) in r.commands.iter().enumerate() {
+        let at_ns = c.at_us * 1000;
+        if let Some(f) = res
+            .flows
+            .iter()
+            .find(|f| f.flow as usize == c.flow && f.group == "flows")
+            && f.completed
+            && f.end_ns <= at_ns
+        {
+            return Err(BackendError::Process(format!(
+                "commands[{i}] ({} at {:.3} s): flow={} had finished at {:.3} s, so the agent had no such flow to change",
+                c.written(),
+                c.at_us as f64 / 1e6,
+                c.flow,
+                f.end_ns as f64 / 1e9
+            )));
+        }
+    }
     let mut data = RunData {
         end_s: res.end_ns as f64 / 1e9,
         owd_base_ms: Some(r.link.delay_us as f64 / 1e3),
@@ -292,6 +330,21 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
                 c.drops, c.aqm_drops, c.wire_losses, c.ecn_marks
             ));
         }
+    }
+    if !r.commands.is_empty() {
+        data.notes.push(format!(
+            "agent commands: {}",
+            r.commands
+                .iter()
+                .map(|c| format!(
+                    "at {} s {} (as set-params {})",
+                    c.at_us as f64 / 1e6,
+                    c.written(),
+                    flow_addr(c.flow)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
     }
     data.link_tx = res
         .queue_samples(BOTTLENECK)

@@ -5,6 +5,7 @@
 //! JSON summaries (kept under `raw/`) into [`RunData`]. Every child process dies with ccp-exp
 //! (`PR_SET_PDEATHSIG`), and is killed when the run ends or fails.
 
+use super::commands::Commander;
 use super::{BackendError, RunContext};
 use crate::data::{FlowData, RunData, Sample};
 use crate::recipe::{expand_flows, kernel_cc};
@@ -173,6 +174,9 @@ struct SenderFlow {
     sent_packets: u64,
     lost_packets: u64,
     completed: bool,
+    /// The flow's source address (what the agent knows it by).
+    #[serde(default)]
+    local: String,
     #[serde(default)]
     trace: Vec<TraceSample>,
 }
@@ -180,6 +184,18 @@ struct SenderFlow {
 #[derive(Deserialize)]
 pub(crate) struct SenderSummary {
     flows: Vec<SenderFlow>,
+}
+
+impl SenderSummary {
+    /// Every flow's source address, in the sender's order.
+    pub(crate) fn locals(&self) -> Vec<String> {
+        self.flows.iter().map(|f| f.local.clone()).collect()
+    }
+}
+
+/// The agent's control socket in `sockdir`, for a recipe with commands.
+pub(crate) fn ctl_path(sockdir: &Path) -> PathBuf {
+    sockdir.join("agent.ctl")
 }
 
 #[derive(Deserialize)]
@@ -244,15 +260,17 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     // Unix socket paths must stay short: keep them in a private directory under /tmp.
     let sockdir = tempdir()?;
     let agent_sock = sockdir.join("agent.sock");
-    let mut agent = Proc::spawn(
-        "ccp-agent",
-        Command::new(&agent_bin)
-            .arg("--socket")
-            .arg(&agent_sock)
-            .args(["--log-level", "warn"])
-            .stdout(Stdio::null())
-            .stderr(file(&raw.join("agent.log"))?),
-    )?;
+    let mut agent_cmd = Command::new(&agent_bin);
+    agent_cmd
+        .arg("--socket")
+        .arg(&agent_sock)
+        .args(["--log-level", "warn"])
+        .stdout(Stdio::null())
+        .stderr(file(&raw.join("agent.log"))?);
+    if !r.commands.is_empty() {
+        agent_cmd.arg("--ctl").arg(ctl_path(&sockdir));
+    }
+    let mut agent = Proc::spawn("ccp-agent", &mut agent_cmd)?;
     let t0 = Instant::now();
     while !agent_sock.exists() {
         if let Ok(Some(s)) = agent.child.try_wait() {
@@ -317,18 +335,19 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     };
 
     let mut cmd = sender_command(&udp_bin, &target, &sockdir, r, &flows, &[], &raw)?;
+    let mut commands = Commander::new(ctx, &ctl_path(&sockdir), &raw)?;
     let mut send = Proc::spawn(
         "ccp-udp send",
         cmd.stdout(file(&raw.join("send.out"))?)
             .stderr(file(&raw.join("send.err"))?),
     )?;
-    wait_for_sender(&mut send, ctx, &raw)?;
+    wait_for_sender(&mut send, ctx, &raw, commands.as_mut())?;
     let rstatus = recv.wait_for(Duration::from_secs(20))?;
     if let Some(mut p) = relay.take() {
         p.terminate(Duration::from_secs(2));
     }
     agent.terminate(Duration::from_secs(2));
-    let _ = std::fs::remove_dir_all(&sockdir);
+    drop(sockdir);
 
     let sent: SenderSummary = read_json(&raw.join("send.json"))?;
     let got: ReceiverSummary = read_json(&raw.join("recv.json"))?;
@@ -340,7 +359,13 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
                 .trim()
         )));
     }
-    to_run_data(ctx, &sent, &got)
+    let notes = match commands.as_mut() {
+        Some(c) => c.verify(&sent.locals())?,
+        None => vec![],
+    };
+    let mut data = to_run_data(ctx, &sent, &got)?;
+    data.notes.extend(notes);
+    Ok(data)
 }
 
 pub(crate) fn to_run_data(
@@ -427,6 +452,22 @@ pub(crate) fn to_run_data(
     Ok(data)
 }
 
+/// A private directory for a run's sockets, removed when dropped (also when the run fails).
+pub(crate) struct SockDir(PathBuf);
+
+impl std::ops::Deref for SockDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SockDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
 /// The `ccp-udp send` command of a run (every flow of the recipe, the agent's socket
 /// `agent.sock` and the datapath's socket in `sockdir`, JSON
@@ -472,10 +513,13 @@ pub(crate) fn sender_command(
 /// Wait for `ccp-udp send` to finish (updating the progress bar), within a limit derived from
 /// the recipe: its duration plus 30 s, or three times it plus 60 s when flows are sized. A
 /// failure carries the sender's stderr.
+/// With `commands`, each runs when its time comes (counted from the sender's start, the clock
+/// of the flows' starts); a failed command fails the run.
 pub(crate) fn wait_for_sender(
     send: &mut Proc,
     ctx: &RunContext,
     raw: &Path,
+    mut commands: Option<&mut Commander>,
 ) -> Result<(), BackendError> {
     let r = ctx.recipe;
     let expected = Duration::from_micros(r.duration_us);
@@ -502,8 +546,24 @@ pub(crate) fn wait_for_sender(
                 "ccp-udp send did not finish within {limit:?}"
             )));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        let mut nap = Duration::from_millis(50);
+        if let Some(c) = commands.as_deref_mut() {
+            c.poll(t0.elapsed())?;
+            if let Some(at) = c.next_at() {
+                nap = nap.min(at.saturating_sub(t0.elapsed()));
+            }
+        }
+        std::thread::sleep(nap);
     };
+    if let Some(c) = commands
+        && c.left() > 0
+    {
+        return Err(BackendError::Process(format!(
+            "{} of the recipe's commands did not run: the sender finished after {:.3} s, before their time",
+            c.left(),
+            t0.elapsed().as_secs_f64()
+        )));
+    }
     if !status.success() {
         return Err(BackendError::Process(format!(
             "ccp-udp send failed ({status}): {}",
@@ -515,12 +575,12 @@ pub(crate) fn wait_for_sender(
     Ok(())
 }
 
-pub(crate) fn tempdir() -> Result<PathBuf, BackendError> {
+pub(crate) fn tempdir() -> Result<SockDir, BackendError> {
     let base = std::env::temp_dir();
     for i in 0..1000u32 {
         let p = base.join(format!("ccp-exp-{}-{i}", std::process::id()));
         match std::fs::create_dir(&p) {
-            Ok(()) => return Ok(p),
+            Ok(()) => return Ok(SockDir(p)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(BackendError::io(&p, e)),
         }
