@@ -153,9 +153,20 @@ impl Commander {
                 }
                 Ok(None) => {
                     return Err(fail(format!(
-                        "flow={} is not among the agent's flows {} s after the command's time: it has not reached the agent, or it has ended (a sized flow that finished)",
+                        "flow={} is not among the agent's flows {} s after the command's time: it has not reached the agent, or it has ended (a sized flow that finished); looked for {}, the agent has: {}",
                         c.flow,
-                        REACH_WAIT.as_secs_f64()
+                        REACH_WAIT.as_secs_f64(),
+                        flow_params(&self.recipe, c.flow, i)
+                            .map_or_else(|| "its algorithm".to_string(), |p| p.to_string()),
+                        if live.flows.is_empty() {
+                            "no flows".to_string()
+                        } else {
+                            live.flows
+                                .iter()
+                                .map(|f| format!("{} {} ({})", f.id, f.src, f.algorithm))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
                     )));
                 }
                 Err(m) => return Err(fail(m)),
