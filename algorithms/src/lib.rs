@@ -46,6 +46,12 @@ pub mod vivace;
 pub mod vivace_distributed;
 pub mod window;
 
+/// The log target of an algorithm's mode changes (a service in use or lost, a fallback taken
+/// or left): logged at `info` or `warn` under this target, so that a runner keeping only
+/// warnings from everything else can keep them with the directive `ccp_mode=info`, whatever
+/// the algorithm.
+pub const MODE_LOG: &str = "ccp_mode";
+
 pub use controller::{
     ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod,
 };

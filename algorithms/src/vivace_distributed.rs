@@ -322,8 +322,12 @@ impl DistributedUtility {
     fn set_mode(&mut self, mode: Mode, why: &'static str) {
         if self.mode != Some(mode) {
             match mode {
-                Mode::Distributed => info!(why, "vivace-distributed: JCCE aggregate in use"),
-                Mode::Fallback => warn!(why, "vivace-distributed: running as plain vivace"),
+                Mode::Distributed => {
+                    info!(target: crate::MODE_LOG, why, "vivace-distributed: JCCE aggregate in use")
+                }
+                Mode::Fallback => {
+                    warn!(target: crate::MODE_LOG, why, "vivace-distributed: running as plain vivace")
+                }
             }
             self.mode = Some(mode);
         }
@@ -754,7 +758,7 @@ pub fn check_member_text(key: &str, value: &str) -> Result<(), String> {
 fn build_member(params: &ParamSet) -> Box<dyn Controller> {
     let name = params.text("alg").unwrap_or(DEFAULT_MEMBER_ALG).trim();
     let spec = member_alg(name).unwrap_or_else(|e| {
-        warn!(error = %e, "jcce-member: running cubic");
+        warn!(target: crate::MODE_LOG, error = %e, "jcce-member: running cubic");
         member_alg(DEFAULT_MEMBER_ALG).expect("cubic is registered")
     });
     let inner = (spec.build)(&spec.defaults());

@@ -250,8 +250,8 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
 
 /// Start the agent and the transport's receiver on the testbed's receiver host (for the run's
 /// agent flows `flows`); returns both once the receiver listens. With `jcce` the agent runs
-/// inside the (first) sender host and reaches the service over the emulated network, and its
-/// log keeps vivace-distributed's mode changes ("JCCE aggregate in use").
+/// inside the (first) sender host and reaches the service over the emulated network. The
+/// agent's log keeps warnings and algorithms' mode changes ([`super::agent_log_level`]).
 fn start_receiver(
     ctx: &RunContext,
     t: &Transport,
@@ -275,15 +275,12 @@ fn start_receiver(
     if !ctx.recipe.commands.is_empty() {
         cmd.arg("--ctl").arg(ctl_path(sockdir));
     }
+    cmd.args(["--log-level", &super::agent_log_level()]);
     let mut agent = match jcce {
-        None => Proc::spawn("ccp-agent", cmd.args(["--log-level", "warn"]))?,
+        None => Proc::spawn("ccp-agent", &mut cmd)?,
         Some(j) => {
-            cmd.args([
-                "--log-level",
-                "warn,ccp_algorithms::vivace_distributed=info",
-            ])
-            .args(["--jcce", &j.addr, "--jcce-key-file"])
-            .arg(&j.key_file);
+            cmd.args(["--jcce", &j.addr, "--jcce-key-file"])
+                .arg(&j.key_file);
             Proc::adopt(
                 "ccp-agent",
                 tb.spawn(&tb.senders()[0], &mut cmd).map_err(emu_err)?,

@@ -130,6 +130,12 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     Ok(data)
 }
 
+/// The `--log-level` of every agent a run starts: warnings, and every algorithm's mode changes
+/// (e.g. vivace-distributed's "JCCE aggregate in use"), into the run's `raw/agent.log`.
+pub(crate) fn agent_log_level() -> String {
+    format!("warn,{}=info", ccp_algorithms::MODE_LOG)
+}
+
 /// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).
 pub fn algorithm_of(requested: &str) -> String {
     requested.split(':').next().unwrap_or("").trim().to_string()

@@ -264,7 +264,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     agent_cmd
         .arg("--socket")
         .arg(&agent_sock)
-        .args(["--log-level", "warn"])
+        .args(["--log-level", &super::agent_log_level()])
         .stdout(Stdio::null())
         .stderr(file(&raw.join("agent.log"))?);
     if !r.commands.is_empty() {
@@ -496,7 +496,12 @@ pub(crate) fn sender_command(
             &format!("{}us", r.udp.trace_interval_us),
         ])
         .arg("--json")
-        .arg(raw.join("send.json"));
+        .arg(raw.join("send.json"))
+        // Both backends run the receiver on the sender's machine (loopback, or the
+        // emulator's namespaces): one clock, no drift to forget, so the one-way delay's base
+        // is the flow's smallest, and a queue standing longer than ccp-udp's default window
+        // still counts as queueing in `fwd_qdelay` and in what the agent is handed.
+        .args(["--owd-base-window", "0s"]);
     for f in flows {
         cmd.args(["--flow", f]);
     }
