@@ -37,6 +37,9 @@ pub struct FlowData {
     pub min_rate_bps: Option<f64>,
     /// The flow has a time series.
     pub has_series: bool,
+    /// The flow runs in the reverse direction (`reverse: true`: receiver side to sender side,
+    /// its data on the downlink).
+    pub reverse: bool,
 }
 
 /// One time-series sample of one flow.
@@ -68,6 +71,9 @@ pub struct RunData {
     /// The uplink's rate schedule: `(from t_s, bit/s)` in time order (empty: the capacity is
     /// constant). Before the first entry the capacity is `capacity_bps`.
     pub capacity_steps: Vec<(f64, f64)>,
+    /// The downlink's capacity (receiver to senders: reverse flows' data), bit/s, if known;
+    /// with a rate schedule, the rate before its first step.
+    pub down_capacity_bps: Option<f64>,
     /// One-way propagation delay of the data path, ms, if known.
     pub owd_base_ms: Option<f64>,
     pub flows: Vec<FlowData>,
@@ -140,6 +146,9 @@ pub struct FlowRow {
     pub min_rate_mbps: Option<f64>,
     pub satisfaction: Option<f64>,
     pub convergence_s: Option<f64>,
+    /// A reverse flow (`reverse: true`); absent from `run.json` for forward flows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reverse: bool,
 }
 
 /// Column order of `flows.csv`.

@@ -128,14 +128,21 @@ fn convergence(
     let f = &d.flows[i];
     let w = spec.window_us as f64 / 1e6;
     let sm = smooth(samples, w);
+    // A flow shares its direction's link with the flows of that direction.
     let active = |t: f64| {
         d.flows
             .iter()
-            .filter(|g| g.start_s <= t && t < g.end_s)
+            .filter(|g| g.reverse == f.reverse && g.start_s <= t && t < g.end_s)
             .count()
             .max(1) as f64
     };
-    let total = |t: f64| d.capacity_at(t).unwrap_or(aggregate_bps);
+    let total = |t: f64| {
+        if f.reverse {
+            d.down_capacity_bps.unwrap_or(aggregate_bps)
+        } else {
+            d.capacity_at(t).unwrap_or(aggregate_bps)
+        }
+    };
     if total(f.start_s) <= 0.0 {
         return None;
     }
@@ -242,10 +249,25 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
             eligible_convergence: f.has_series && f.group == "flows" && samples.len() >= 2,
         });
     }
-    let aggregate_bps = per.iter().map(|p| p.delivered_in_window).sum::<f64>() * 8.0 / window_len;
+    // Forward flows (senders to receiver, on the uplink) and reverse ones (on the downlink):
+    // run-level and group metrics are the forward flows'; `:dir=reverse` the reverse flows'.
+    let fwd: Vec<usize> = (0..d.flows.len())
+        .filter(|&i| !d.flows[i].reverse)
+        .collect();
+    let rev: Vec<usize> = (0..d.flows.len()).filter(|&i| d.flows[i].reverse).collect();
+    let aggregate = |idx: &[usize]| {
+        idx.iter().map(|&i| per[i].delivered_in_window).sum::<f64>() * 8.0 / window_len
+    };
+    let aggregate_bps = aggregate(&fwd);
+    let aggregate_rev_bps = aggregate(&rev);
     for i in 0..d.flows.len() {
         if per[i].eligible_convergence {
-            per[i].convergence_s = convergence(d, i, &by_flow[i], spec, aggregate_bps);
+            let agg = if d.flows[i].reverse {
+                aggregate_rev_bps
+            } else {
+                aggregate_bps
+            };
+            per[i].convergence_s = convergence(d, i, &by_flow[i], spec, agg);
         }
     }
 
@@ -295,13 +317,19 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
                 .filter(|m| *m > 0.0)
                 .map(|m| r6(p.goodput_bps / m)),
             convergence_s: p.convergence_s.map(r6),
+            reverse: f.reverse,
         });
     }
 
     let mut m: BTreeMap<String, f64> = BTreeMap::new();
-    let all: Vec<usize> = (0..d.flows.len()).collect();
-    group_metrics(&mut m, "", d, &per, &rows, &all, spec);
+    group_metrics(&mut m, "", d, &per, &rows, &fwd, spec);
     m.insert("goodput_mbps".into(), aggregate_bps / 1e6);
+    if !rev.is_empty() {
+        group_metrics(&mut m, ":dir=reverse", d, &per, &rows, &rev, spec);
+        if let Some(cap) = d.down_capacity_bps.filter(|c| *c > 0.0) {
+            m.insert("utilization:dir=reverse".into(), aggregate_rev_bps / cap);
+        }
+    }
     if let Some(cap) = d.mean_capacity(warm, d.end_s).filter(|c| *c > 0.0) {
         let util = if d.link_tx.is_empty() {
             aggregate_bps / cap
@@ -332,18 +360,21 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
             GroupBy::Algorithm => f.algorithm.clone(),
             GroupBy::Class => f.class.clone(),
         };
-        if by == GroupBy::Class && d.flows.iter().all(|f| f.class == f.algorithm) {
+        let forward = || d.flows.iter().filter(|f| !f.reverse);
+        if by == GroupBy::Class && forward().all(|f| f.class == f.algorithm) {
             continue;
         }
         let mut order: Vec<String> = vec![];
-        for f in &d.flows {
+        for f in forward() {
             let k = key(f);
             if !order.contains(&k) {
                 order.push(k);
             }
         }
         for g in &order {
-            let idx: Vec<usize> = (0..d.flows.len())
+            let idx: Vec<usize> = fwd
+                .iter()
+                .copied()
                 .filter(|&i| key(&d.flows[i]) == *g)
                 .collect();
             group_metrics(
@@ -358,7 +389,7 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         }
         let listed: Vec<String> = {
             let mut o: Vec<String> = vec![];
-            for f in d.flows.iter().filter(|f| f.group == "flows") {
+            for f in forward().filter(|f| f.group == "flows") {
                 let k = key(f);
                 if !o.contains(&k) {
                     o.push(k);
@@ -721,6 +752,50 @@ mod tests {
         assert!(m.contains_key("owd_p95_ms:alg=cubic"));
         // Neither flow measured one-way delays: no forward queueing figure at all.
         assert!(!m.keys().any(|k| k.starts_with("fwd_qdelay")), "{m:?}");
+    }
+
+    #[test]
+    fn reverse_flows_stay_out_of_the_forward_metrics_and_have_their_own() {
+        let spec = MetricsSpec {
+            window_us: 200_000,
+            ..MetricsSpec::default()
+        };
+        let d = two_flows();
+        let (m0, rows0) = compute(&d, &spec);
+        // A reverse cubic flow at 20 Mbit/s on a 50 Mbit/s downlink, RTT 30 ms.
+        let mut r = d.clone();
+        r.down_capacity_bps = Some(50e6);
+        r.flows.push(FlowData {
+            reverse: true,
+            ..flow("cubic", 0.0, 10.0, 25_000_000)
+        });
+        for k in 1..=100u64 {
+            r.series.push(Sample {
+                t_s: k as f64 * 0.1,
+                flow: 2,
+                goodput_bps: 20e6,
+                cwnd_bytes: 1e5,
+                rtt_ms: 30.0,
+                delivered: k * 250_000,
+                fwd_qdelay_ms: None,
+            });
+        }
+        let (m, rows) = compute(&r, &spec);
+        // Every forward figure as without it (goodput, utilisation, Jain, the cubic group,
+        // convergence against the uplink's flows), and nothing else but `:dir=reverse` ones.
+        for (k, v) in &m0 {
+            assert_eq!(m.get(k), Some(v), "{k}");
+        }
+        for k in m.keys().filter(|k| !m0.contains_key(*k)) {
+            assert!(k.ends_with(":dir=reverse"), "{k}");
+        }
+        assert_eq!(rows[..2], rows0[..]);
+        assert!(rows[2].reverse);
+        assert_eq!(m["flows:dir=reverse"], 1.0);
+        assert_eq!(m["goodput_mbps:dir=reverse"], 20.0);
+        assert_eq!(m["utilization:dir=reverse"], 0.4);
+        assert_eq!(m["rtt_p50_ms:dir=reverse"], 30.0);
+        assert_eq!(m["flows:alg=cubic"], 1.0);
     }
 
     #[test]

@@ -45,13 +45,24 @@ fn decimate(v: Vec<(f64, f64)>, max: usize) -> Vec<(f64, f64)> {
     v.into_iter().step_by(step).collect()
 }
 
+/// A flow's group: its algorithm or class, with ` (reverse)` for a reverse flow (whose metrics
+/// are not in the forward groups').
+fn group_name(f: &crate::data::FlowRow, by: GroupBy) -> String {
+    let g = match by {
+        GroupBy::Algorithm => &f.algorithm,
+        GroupBy::Class => &f.class,
+    };
+    if f.reverse {
+        format!("{g} (reverse)")
+    } else {
+        g.clone()
+    }
+}
+
 fn group_of(rec: &RunRecord, flow: usize, by: GroupBy) -> String {
     rec.flows
         .get(flow)
-        .map(|f| match by {
-            GroupBy::Algorithm => f.algorithm.clone(),
-            GroupBy::Class => f.class.clone(),
-        })
+        .map(|f| group_name(f, by))
         .unwrap_or_default()
 }
 
@@ -60,12 +71,9 @@ fn groups(recs: &[&RunRecord], by: GroupBy) -> Vec<String> {
     let mut out: Vec<String> = vec![];
     for r in recs {
         for f in &r.flows {
-            let g = match by {
-                GroupBy::Algorithm => &f.algorithm,
-                GroupBy::Class => &f.class,
-            };
-            if !out.contains(g) {
-                out.push(g.clone());
+            let g = group_name(f, by);
+            if !out.contains(&g) {
+                out.push(g);
             }
         }
     }
@@ -168,13 +176,16 @@ fn timeseries(
         let total = by_flow.len();
         for (flow, pts) in by_flow.into_iter().take(MAX_FLOWS) {
             let f = rec.flows.get(flow);
-            let name = match f {
+            let mut name = match f {
                 Some(f) if f.class != f.algorithm => {
                     format!("flow {flow}: {} [{}]", f.algorithm, f.class)
                 }
                 Some(f) => format!("flow {flow}: {}", f.algorithm),
                 None => format!("flow {flow}"),
             };
+            if f.is_some_and(|f| f.reverse) {
+                name.push_str(" (reverse)");
+            }
             c.series.push(Series::new(
                 name,
                 decimate(pts, MAX_POINTS_PER_SERIES),

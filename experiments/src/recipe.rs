@@ -240,6 +240,9 @@ pub struct FlowSpec {
     pub deadline_us: Option<u64>,
     /// The flow's minimum rate requirement, bytes/s (satisfaction ratio = goodput / this).
     pub min_rate: Option<u64>,
+    /// `reverse: true`: the flow sends from the receiver side to a sender side, so its data
+    /// crosses the downlink (`link.downlink`) and its ACKs the uplink (default false).
+    pub reverse: bool,
 }
 
 impl FlowSpec {
@@ -533,7 +536,9 @@ pub const PART_KEYS: &[&str] = &[
     "commands",
 ];
 
-/// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME` or, for FCT, `:size=BUCKET`).
+/// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME`, `:dir=reverse` or, for FCT,
+/// `:size=BUCKET`). Unqualified and `:alg=`/`:class=` metrics are over the forward flows;
+/// `:dir=reverse` over the flows with `reverse: true`.
 pub const METRICS: &[&str] = &[
     "goodput_mbps",
     "utilization",
@@ -1521,6 +1526,18 @@ fn read_queue(
     Some(queue)
 }
 
+/// Why backend `b` cannot run a flow with `reverse: true`, or `None` when it can.
+pub fn reverse_unsupported(b: Backend) -> Option<&'static str> {
+    match b {
+        Backend::Sim | Backend::Emu | Backend::Quic => None,
+        Backend::Udp => Some(
+            "loopback has no link whose downlink the flow could load (its relay only delays and drops); use backend sim or emu",
+        ),
+        // Not available in this build at all (`Backend::unavailable` says so).
+        Backend::Kernel => None,
+    }
+}
+
 const FLOW_KEYS: &[&str] = &[
     "algorithm",
     "params",
@@ -1533,6 +1550,7 @@ const FLOW_KEYS: &[&str] = &[
     "rate_cap",
     "deadline",
     "min_rate",
+    "reverse",
 ];
 
 fn algorithm_names() -> String {
@@ -1744,6 +1762,23 @@ fn read_flows(
             );
         }
         let min_rate = g("min_rate").map(|n| r.rate(n, &fk("min_rate")));
+        let reverse = match g("reverse") {
+            Some(n) => r.boolean(n, &fk("reverse")),
+            None => Some(false),
+        };
+        if reverse == Some(true)
+            && let Some(b) = backend
+            && let Some(why) = reverse_unsupported(b)
+        {
+            r.err(
+                f.key_node("reverse").unwrap_or(f),
+                &fk("reverse"),
+                format!(
+                    "a reverse flow (receiver to sender) cannot run on backend {}: {why}",
+                    b.name()
+                ),
+            );
+        }
         if let (Some(Some(d)), Some(Some(start))) = (duration, start_us.map(Some))
             && let Some(total) = duration_us
             && start + d > total
@@ -1755,8 +1790,14 @@ fn read_flows(
                 "the flow would run past the end of the run (start + duration > duration of the run)",
             );
         }
-        let (Some((algorithm, params)), Some(count), Some(start_us), Some(spacing_us), Some(class)) =
-            (alg, count, start_us, spacing_us, class)
+        let (
+            Some((algorithm, params)),
+            Some(count),
+            Some(start_us),
+            Some(spacing_us),
+            Some(class),
+            Some(reverse),
+        ) = (alg, count, start_us, spacing_us, class, reverse)
         else {
             continue;
         };
@@ -1777,6 +1818,7 @@ fn read_flows(
             rate_cap: rate_cap.flatten(),
             deadline_us: deadline.flatten(),
             min_rate: min_rate.flatten(),
+            reverse,
         });
     }
     if r.errs.len() > before {
@@ -1912,11 +1954,17 @@ pub fn check_metric_name(name: &str) -> Result<(), String> {
         let ok = match q.split_once('=') {
             Some(("alg" | "class", v)) => !v.is_empty(),
             Some(("size", v)) => base.starts_with("fct_") && !v.is_empty(),
+            Some(("dir", v)) => v == "reverse" && base != "ratio",
             _ => false,
         };
+        if base == "ratio" && q.starts_with("dir=") {
+            return Err(
+                "a ratio compares groups of forward flows (ratio:alg=A/B or ratio:class=A/B); it takes no dir=".into(),
+            );
+        }
         if !ok {
             return Err(format!(
-                "unknown qualifier {q:?}; expected alg=NAME, class=NAME or (for fct metrics) size=BUCKET"
+                "unknown qualifier {q:?}; expected alg=NAME, class=NAME, dir=reverse (the reverse flows) or (for fct metrics) size=BUCKET"
             ));
         }
     }

@@ -152,10 +152,18 @@ fn run_one(
             std::fs::write(&p, text).map_err(|e| ExpError::io(&p, e))
         };
         w("run.json", json.as_bytes())?;
+        // A run with reverse flows gets a last column, `direction` (forward or reverse).
+        let directions = rec.flows.iter().any(|f| f.reverse);
         let mut csv = FLOW_COLUMNS.join(",");
+        if directions {
+            csv.push_str(",direction");
+        }
         csv.push('\n');
         for f in &rec.flows {
             csv.push_str(&f.csv());
+            if directions {
+                csv.push_str(if f.reverse { ",reverse" } else { ",forward" });
+            }
             csv.push('\n');
         }
         w("flows.csv", csv.as_bytes())?;

@@ -7,6 +7,14 @@
 //! the same two hosts with the kernel's congestion control NAME (`kernel.rs`), started on the
 //! sender's clock, and are merged into the run's flows in recipe order.
 //!
+//! Reverse flows (`reverse: true`) run the other way: a second `ccp-udp recv` in the sender
+//! host, a second `ccp-udp send` with their `--flow`s in the receiver host (files `raw/
+//! send-rev.*`, `raw/recv-rev.*`), started right after the first and driven by the same agent
+//! (its unix socket is a file, reachable from the receiver host as from the sender host); their
+//! data crosses the downlink and their ACKs the uplink, behind the forward flows' data. A reverse
+//! `kernel:NAME` flow connects from the receiver host to the sender host. Both senders'
+//! summaries are merged into the run's flows in recipe order, each reverse flow marked so.
+//!
 //! A run with `vivace-distributed` flows, or kernel flows in a JCCE group
 //! (`kernel:NAME:group=G`), also gets the testbed's service host (`ccp_emu::testbed::
 //! SERVICE_ADDR`), reached from every host over a delay-only side path of `jcce.delay` each way
@@ -20,8 +28,8 @@
 
 use super::commands::Commander;
 use super::udp::{
-    Proc, ReceiverSummary, SenderSummary, ctl_path, file, flow_args, read_json, sender_command,
-    tempdir, to_run_data, wait_for_sender, wait_line, wait_text,
+    Proc, ReceiverSummary, SenderSummary, agent_instances, ctl_path, file, flow_args_of, read_json,
+    sender_command, tempdir, to_run_data_of, wait_for_sender, wait_line, wait_text,
 };
 use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
@@ -232,6 +240,21 @@ pub(crate) struct Transport {
     /// Extra arguments of `recv` and of `send`.
     pub(crate) recv_args: Vec<std::ffi::OsString>,
     pub(crate) send_args: Vec<std::ffi::OsString>,
+    /// Extra arguments of the reverse flows' `recv` (in the sender host) and `send` (in the
+    /// receiver host).
+    pub(crate) rev_recv_args: Vec<std::ffi::OsString>,
+    pub(crate) rev_send_args: Vec<std::ffi::OsString>,
+}
+
+/// Names of the reverse flows' receiver and sender processes, for messages.
+fn rev_name(name: &'static str) -> &'static str {
+    match name {
+        "ccp-udp recv" => "ccp-udp recv (reverse flows)",
+        "ccp-udp send" => "ccp-udp send (reverse flows)",
+        "ccp-quic recv" => "ccp-quic recv (reverse flows)",
+        "ccp-quic send" => "ccp-quic send (reverse flows)",
+        other => other,
+    }
 }
 
 /// Run one run through the emulator.
@@ -244,25 +267,24 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             send_name: "ccp-udp send",
             recv_args: vec![],
             send_args: vec![],
+            rev_recv_args: vec![],
+            rev_send_args: vec![],
         },
     )
 }
 
-/// Start the agent and the transport's receiver on the testbed's receiver host (for the run's
-/// agent flows `flows`); returns both once the receiver listens. With `jcce` the agent runs
-/// inside the (first) sender host and reaches the service over the emulated network. The
-/// agent's log keeps warnings and algorithms' mode changes ([`super::agent_log_level`]).
-fn start_receiver(
+/// Start the agent for the run's agent flows; returns once its socket is there. With `jcce`
+/// the agent runs inside the (first) sender host and reaches the service over the emulated
+/// network. The agent's log keeps warnings and algorithms' mode changes
+/// ([`super::agent_log_level`]).
+fn start_agent(
     ctx: &RunContext,
-    t: &Transport,
     tb: &Testbed,
     raw: &std::path::Path,
     sockdir: &std::path::Path,
-    flows: &[String],
     jcce: Option<&JcceRun>,
-) -> Result<(Proc, Proc), BackendError> {
+) -> Result<Proc, BackendError> {
     let agent_bin = ctx.bins.find("ccp-agent")?;
-    let udp_bin = ctx.bins.find(t.bin)?;
     let agent_sock = sockdir.join("agent.sock");
     let mut cmd = Command::new(&agent_bin);
     cmd.arg("--socket")
@@ -294,20 +316,37 @@ fn start_receiver(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let recv_err = raw.join("recv.err");
-    let receiver = tb.receiver().addr;
+    Ok(agent)
+}
+
+/// Start the transport's receiver of `n` flows on `host` (files `raw/<stem>.*`: `recv`, or
+/// `recv-rev` for the reverse flows in the sender host); returns it once it listens.
+#[allow(clippy::too_many_arguments)]
+fn start_recv(
+    ctx: &RunContext,
+    tb: &Testbed,
+    host: &ccp_emu::testbed::Host,
+    name: &'static str,
+    args: &[std::ffi::OsString],
+    bin: &str,
+    raw: &std::path::Path,
+    stem: &str,
+    n: usize,
+) -> Result<Proc, BackendError> {
+    let udp_bin = ctx.bins.find(bin)?;
+    let recv_err = raw.join(format!("{stem}.err"));
     let mut recv = Proc::adopt(
-        t.recv_name,
+        name,
         tb.spawn(
-            tb.receiver(),
+            host,
             Command::new(&udp_bin)
-                .args(["recv", "--listen", &format!("{receiver}:{PORT}")])
-                .args(["--flows", &flows.len().to_string()])
-                .args(&t.recv_args)
+                .args(["recv", "--listen", &format!("{}:{PORT}", host.addr)])
+                .args(["--flows", &n.to_string()])
+                .args(args)
                 .arg("--json")
-                .arg(raw.join("recv.json"))
+                .arg(raw.join(format!("{stem}.json")))
                 .stdin(Stdio::null())
-                .stdout(file(&raw.join("recv.out"))?)
+                .stdout(file(&raw.join(format!("{stem}.out")))?)
                 .stderr(file(&recv_err)?),
         )
         .map_err(emu_err)?,
@@ -318,7 +357,31 @@ fn start_receiver(
         "listening on ",
         Duration::from_secs(10),
     )?;
-    Ok((agent, recv))
+    Ok(recv)
+}
+
+/// The agent and the transport's receivers of a run with agent flows.
+struct AgentSide {
+    agent: Proc,
+    /// The forward flows' receiver (receiver host), if the run has forward agent flows.
+    recv: Option<Proc>,
+    /// The reverse flows' receiver (sender host), if it has reverse agent flows.
+    recv_rev: Option<Proc>,
+}
+
+/// Check a receiver's summary: it exited cleanly and every stream arrived intact.
+fn check_received(
+    status: std::process::ExitStatus,
+    got: &ReceiverSummary,
+    err: &Path,
+) -> Result<(), BackendError> {
+    if !status.success() || got.flows.iter().any(|f| !f.intact) {
+        return Err(BackendError::Process(format!(
+            "the receiver reports a corrupt or incomplete stream ({status}): {}",
+            std::fs::read_to_string(err).unwrap_or_default().trim()
+        )));
+    }
+    Ok(())
 }
 
 /// Run one run through the emulator with the flows carried by `t`.
@@ -366,7 +429,23 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         .map(|((i, _, start), _)| (*i, *start))
         .collect();
     kernel::check_available(r)?;
-    let flows = flow_args(ctx);
+    // The agent's flows, forward (sender host to receiver host) and reverse.
+    let agent_all = agent_instances(r);
+    let which: Vec<usize> = agent_all
+        .iter()
+        .map(|(i, _, _)| usize::from(r.flows[*i].reverse))
+        .collect();
+    let part = |p: usize| -> Vec<(usize, u32, u64)> {
+        agent_all
+            .iter()
+            .zip(&which)
+            .filter(|(_, w)| **w == p)
+            .map(|(x, _)| *x)
+            .collect()
+    };
+    let (fwd_inst, rev_inst) = (part(0), part(1));
+    let flows = flow_args_of(r, &fwd_inst);
+    let rflows = flow_args_of(r, &rev_inst);
     let tb = Testbed::new(cfg).map_err(emu_err)?;
 
     let sockdir = tempdir()?;
@@ -381,24 +460,56 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         }
         _ => None,
     };
-    let mut udp = if flows.is_empty() {
+    let mut agents = if agent_all.is_empty() {
         None
     } else {
-        Some(start_receiver(
-            ctx,
-            t,
-            &tb,
-            &raw,
-            &sockdir,
-            &flows,
-            service.as_ref(),
-        )?)
+        let agent = start_agent(ctx, &tb, &raw, &sockdir, service.as_ref())?;
+        let recv = if flows.is_empty() {
+            None
+        } else {
+            Some(start_recv(
+                ctx,
+                &tb,
+                tb.receiver(),
+                t.recv_name,
+                &t.recv_args,
+                t.bin,
+                &raw,
+                "recv",
+                flows.len(),
+            )?)
+        };
+        let recv_rev = if rflows.is_empty() {
+            None
+        } else {
+            Some(start_recv(
+                ctx,
+                &tb,
+                &tb.senders()[0],
+                rev_name(t.recv_name),
+                &t.rev_recv_args,
+                t.bin,
+                &raw,
+                "recv-rev",
+                rflows.len(),
+            )?)
+        };
+        Some(AgentSide {
+            agent,
+            recv,
+            recv_rev,
+        })
     };
     let mut commands = Commander::new(ctx, &ctl_path(&sockdir), &raw)?;
     let receiver = tb.receiver().addr;
+    let sender_addr = tb.senders()[0].addr;
     // Time zero of the run: the agent's sender starts its flows' clocks when it starts, the
     // kernel flows count from here.
     let t0 = Instant::now();
+    type Statuses = (
+        Option<std::process::ExitStatus>,
+        Option<std::process::ExitStatus>,
+    );
     let (kernel_out, sent) = std::thread::scope(|sc| {
         let handles: Vec<_> = kernel_flows
             .iter()
@@ -408,25 +519,64 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
                 sc.spawn(move || kernel::run_flow(tb, r, k, i, start, t0, client))
             })
             .collect();
-        let sent = match udp.as_mut() {
-            Some((_, recv)) => (|| -> Result<std::process::ExitStatus, BackendError> {
-                let mut cmd = sender_command(
-                    &ctx.bins.find(t.bin)?,
-                    &format!("{receiver}:{PORT}"),
-                    &sockdir,
-                    r,
-                    &flows,
-                    &t.send_args,
-                    &raw,
-                )?;
-                cmd.stdin(Stdio::null())
-                    .stdout(file(&raw.join("send.out"))?)
-                    .stderr(file(&raw.join("send.err"))?);
-                let sender = &tb.senders()[0];
-                let mut send =
-                    Proc::adopt(t.send_name, tb.spawn(sender, &mut cmd).map_err(emu_err)?);
-                wait_for_sender(&mut send, ctx, &raw, commands.as_mut())?;
-                recv.wait_for(Duration::from_secs(20))
+        let sent = match agents.as_mut() {
+            Some(s) => (|| -> Result<Statuses, BackendError> {
+                let bin = ctx.bins.find(t.bin)?;
+                // The forward flows' sender in the sender host, the reverse flows' in the
+                // receiver host, started one after the other.
+                let mut senders = vec![];
+                if !flows.is_empty() {
+                    let mut cmd = sender_command(
+                        &bin,
+                        &format!("{receiver}:{PORT}"),
+                        &sockdir,
+                        r,
+                        &flows,
+                        &t.send_args,
+                        &raw,
+                        "send",
+                    )?;
+                    cmd.stdin(Stdio::null())
+                        .stdout(file(&raw.join("send.out"))?)
+                        .stderr(file(&raw.join("send.err"))?);
+                    let host = &tb.senders()[0];
+                    let p = Proc::adopt(t.send_name, tb.spawn(host, &mut cmd).map_err(emu_err)?);
+                    senders.push((p, "send"));
+                }
+                if !rflows.is_empty() {
+                    let mut cmd = sender_command(
+                        &bin,
+                        &format!("{sender_addr}:{PORT}"),
+                        &sockdir,
+                        r,
+                        &rflows,
+                        &t.rev_send_args,
+                        &raw,
+                        "send-rev",
+                    )?;
+                    cmd.stdin(Stdio::null())
+                        .stdout(file(&raw.join("send-rev.out"))?)
+                        .stderr(file(&raw.join("send-rev.err"))?);
+                    let p = Proc::adopt(
+                        rev_name(t.send_name),
+                        tb.spawn(tb.receiver(), &mut cmd).map_err(emu_err)?,
+                    );
+                    senders.push((p, "send-rev"));
+                }
+                // The commands run while the first sender runs (their clock is its start).
+                for (k, (p, stem)) in senders.iter_mut().enumerate() {
+                    let c = if k == 0 { commands.as_mut() } else { None };
+                    wait_for_sender(p, ctx, &raw, stem, c)?;
+                }
+                let fwd = match s.recv.as_mut() {
+                    Some(p) => Some(p.wait_for(Duration::from_secs(20))?),
+                    None => None,
+                };
+                let rev = match s.recv_rev.as_mut() {
+                    Some(p) => Some(p.wait_for(Duration::from_secs(20))?),
+                    None => None,
+                };
+                Ok((fwd, rev))
             })()
             .map(Some),
             None => {
@@ -456,8 +606,8 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
             .collect();
         (out, sent)
     });
-    if let Some((mut agent, _)) = udp.take() {
-        agent.terminate(Duration::from_secs(2));
+    if let Some(mut s) = agents.take() {
+        s.agent.terminate(Duration::from_secs(2));
     }
     drop(client);
     if let Some(j) = service.as_mut() {
@@ -476,21 +626,37 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
     let mut command_notes = vec![];
     let agent_data = match rstatus {
         None => RunData::default(),
-        Some(rstatus) => {
-            let sent: SenderSummary = read_json(&raw.join("send.json"))?;
-            let got: ReceiverSummary = read_json(&raw.join("recv.json"))?;
-            if !rstatus.success() || got.flows.iter().any(|f| !f.intact) {
-                return Err(BackendError::Process(format!(
-                    "the receiver reports a corrupt or incomplete stream ({rstatus}): {}",
-                    std::fs::read_to_string(raw.join("recv.err"))
-                        .unwrap_or_default()
-                        .trim()
-                )));
+        Some((fwd_status, rev_status)) => {
+            // Each sender's and receiver's summaries; then the flows in recipe order.
+            let mut parts = vec![];
+            let mut locals: [Vec<String>; 2] = [vec![], vec![]];
+            for (p, status, stem, inst) in [
+                (0, fwd_status, "", &fwd_inst),
+                (1, rev_status, "-rev", &rev_inst),
+            ] {
+                let Some(status) = status else {
+                    parts.push(RunData::default());
+                    continue;
+                };
+                let sent: SenderSummary = read_json(&raw.join(format!("send{stem}.json")))?;
+                let got: ReceiverSummary = read_json(&raw.join(format!("recv{stem}.json")))?;
+                check_received(status, &got, &raw.join(format!("recv{stem}.err")))?;
+                locals[p] = sent.locals();
+                parts.push(to_run_data_of(ctx, inst, &sent, &got)?);
             }
             if let Some(c) = commands.as_mut() {
-                command_notes = c.verify(&sent.locals())?;
+                // Every agent flow's address in recipe order, as the commands name them.
+                let mut next = [0usize; 2];
+                let all: Vec<String> = which
+                    .iter()
+                    .map(|&p| {
+                        next[p] += 1;
+                        locals[p].get(next[p] - 1).cloned().unwrap_or_default()
+                    })
+                    .collect();
+                command_notes = c.verify(&all)?;
             }
-            to_run_data(ctx, &sent, &got)?
+            kernel::interleave(parts, &which)
         }
     };
     let kernel_count = kernel_data.len();

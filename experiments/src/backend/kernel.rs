@@ -7,7 +7,9 @@
 //! sender's smoothed RTT and window from `TCP_INFO`. A flow written `kernel:NAME:group=G` is
 //! also a member of JCCE group G: its receiver publishes what the application read every 10 ms,
 //! as the rate over the last 40 ms (`jcce::publisher`), through a JCCE client in the receiver
-//! host, so vivace-distributed flows of that group count it in their `T_avg`.
+//! host, so vivace-distributed flows of that group count it in their `T_avg`. A reverse flow
+//! (`reverse: true`) runs the other way, from the receiver host to the (first) sender host, its
+//! data on the downlink.
 
 use super::BackendError;
 use crate::data::{FlowData, RunData, Sample};
@@ -47,7 +49,8 @@ pub(crate) fn check_available(r: &Recipe) -> Result<(), BackendError> {
 pub(crate) type Measured = (FlowData, Vec<Sample>);
 
 /// Run kernel flow `k` of the run (recipe flow entry `i`, starting `start_us` after `t0`) on
-/// `tb`, from the first sender host to the receiver. Returns when the flow is over, with what
+/// `tb`, from the first sender host to the receiver (the other way for a reverse flow).
+/// Returns when the flow is over, with what
 /// its receiver published to its JCCE group through `jcce` (when it has a group).
 pub(crate) fn run_flow(
     tb: &Testbed,
@@ -70,7 +73,12 @@ pub(crate) fn run_flow(
         (None, Some(d)) => start + Duration::from_micros(d),
         (None, None) => t0 + Duration::from_micros(r.duration_us.max(start_us + 1)),
     };
-    let listener = listen(tb.receiver(), port).map_err(|e| fail(e.to_string()))?;
+    let (from, to_host) = if spec.reverse {
+        (tb.receiver(), &tb.senders()[0])
+    } else {
+        (&tb.senders()[0], tb.receiver())
+    };
+    let listener = listen(to_host, port).map_err(|e| fail(e.to_string()))?;
     let received = Arc::new(AtomicU64::new(0));
     let reader = sink(listener, received.clone(), Some(end));
     let publisher = match (kernel_group(spec), jcce) {
@@ -82,8 +90,8 @@ pub(crate) fn run_flow(
         (None, _) => None,
     };
     std::thread::sleep(start.saturating_duration_since(Instant::now()));
-    let to = SocketAddrV4::new(tb.receiver().addr, port);
-    let stream = connect(&tb.senders()[0], to, cc).map_err(|e| fail(e.to_string()))?;
+    let to = SocketAddrV4::new(to_host.addr, port);
+    let stream = connect(from, to, cc).map_err(|e| fail(e.to_string()))?;
     let writer = send(&stream, end, spec.size).map_err(|e| fail(e.to_string()))?;
 
     let interval = Duration::from_micros(r.udp.trace_interval_us.max(1_000));
@@ -162,6 +170,7 @@ pub(crate) fn run_flow(
                 deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
                 min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
                 has_series: !series.is_empty(),
+                reverse: spec.reverse,
             },
             series,
         ),
@@ -205,6 +214,39 @@ pub(crate) fn merge(agent: RunData, kernel: Vec<Measured>, is_kernel: &[bool]) -
     out
 }
 
+/// Flows of several runs' data in one: flow instance n is taken in turn from
+/// `parts[which[n]]` (e.g. the emulator's forward and reverse senders), its samples with it;
+/// the end is the latest, the notes all of them, the rest the first part's.
+pub(crate) fn interleave(parts: Vec<RunData>, which: &[usize]) -> RunData {
+    let mut out = parts.first().cloned().unwrap_or_default();
+    out.flows.clear();
+    out.series.clear();
+    out.notes.clear();
+    let mut next = vec![0usize; parts.len()];
+    // (part, flow in part) -> flow in out
+    let mut index = std::collections::HashMap::new();
+    for &p in which {
+        let Some(part) = parts.get(p) else { continue };
+        if let Some(f) = part.flows.get(next[p]) {
+            index.insert((p, next[p]), out.flows.len());
+            out.flows.push(f.clone());
+        }
+        next[p] += 1;
+    }
+    for (p, part) in parts.into_iter().enumerate() {
+        out.end_s = out.end_s.max(part.end_s);
+        out.notes.extend(part.notes);
+        out.series.extend(part.series.into_iter().filter_map(|x| {
+            Some(Sample {
+                flow: *index.get(&(p, x.flow))?,
+                ..x
+            })
+        }));
+    }
+    out.series.sort_by_key(|x| x.flow);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +282,30 @@ mod tests {
         let idx: Vec<(usize, f64)> = d.series.iter().map(|s| (s.flow, s.t_s)).collect();
         assert_eq!(idx, [(0, 1.0), (1, 0.5), (2, 1.0), (2, 2.0)]);
         assert_eq!(d.end_s, 3.5);
+    }
+
+    #[test]
+    fn interleaved_senders_keep_recipe_order_and_their_samples() {
+        let fwd = RunData {
+            end_s: 3.0,
+            flows: vec![flow("reno", 3.0), flow("cubic", 3.0)],
+            series: vec![sample(0, 1.0), sample(1, 1.0)],
+            notes: vec!["fwd".into()],
+            ..RunData::default()
+        };
+        let rev = RunData {
+            end_s: 4.0,
+            flows: vec![flow("rtcp", 4.0)],
+            series: vec![sample(0, 2.0), sample(0, 3.0)],
+            notes: vec!["rev".into()],
+            ..RunData::default()
+        };
+        let d = interleave(vec![fwd, rev], &[0, 1, 0]);
+        let algs: Vec<&str> = d.flows.iter().map(|f| f.algorithm.as_str()).collect();
+        assert_eq!(algs, ["reno", "rtcp", "cubic"]);
+        let idx: Vec<(usize, f64)> = d.series.iter().map(|s| (s.flow, s.t_s)).collect();
+        assert_eq!(idx, [(0, 1.0), (1, 2.0), (1, 3.0), (2, 1.0)]);
+        assert_eq!(d.end_s, 4.0);
+        assert_eq!(d.notes, ["fwd", "rev"]);
     }
 }

@@ -127,7 +127,26 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         .iter()
         .map(|s| (s.at_us as f64 / 1e6, s.rate as f64 * 8.0))
         .collect();
+    // The downlink's, for the reverse flows' metrics (`:dir=reverse`).
+    if ctx.recipe.flows.iter().any(|f| f.reverse) {
+        data.down_capacity_bps = downlink_capacity_bps(ctx.recipe)?;
+    }
     Ok(data)
+}
+
+/// The downlink's capacity, bit/s: its rate (with `link.schedule`, the mean over the run), or
+/// its trace's mean rate.
+pub fn downlink_capacity_bps(r: &Recipe) -> Result<Option<f64>, BackendError> {
+    let down = &r.link.downlink;
+    if let Some(rate) = down.mean_rate(0, r.duration_us) {
+        return Ok(Some(rate * 8.0));
+    }
+    match &down.trace {
+        Some(t) => Ok(Some(
+            ccp_sim::trace::Trace::load(t)?.mean_rate() as f64 * 8.0,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// The `--log-level` of every agent a run starts: warnings, and every algorithm's mode changes

@@ -14,8 +14,11 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     let raw = ctx.dir.join("raw");
     std::fs::create_dir_all(&raw).map_err(|e| BackendError::io(&raw, e))?;
     let cert = raw.join("cert.pem");
+    // The reverse flows' receiver (in the sender host) makes a certificate of its own.
+    let cert_rev = raw.join("cert-rev.pem");
     // A certificate left by an earlier run in the same directory must not be trusted.
     let _ = std::fs::remove_file(&cert);
+    let _ = std::fs::remove_file(&cert_rev);
     let mut data = run_with(
         ctx,
         &Transport {
@@ -24,6 +27,8 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             send_name: "ccp-quic send",
             recv_args: vec!["--cert-out".into(), cert.clone().into()],
             send_args: vec!["--cert".into(), cert.into()],
+            rev_recv_args: vec!["--cert-out".into(), cert_rev.clone().into()],
+            rev_send_args: vec!["--cert".into(), cert_rev.into()],
         },
     )?;
     data.notes.push(

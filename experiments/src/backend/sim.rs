@@ -2,7 +2,9 @@
 //! bottleneck `left->right` is the recipe's uplink and whose reverse is its downlink; every
 //! flow copy gets its own sender `s<k>` and receiver `r<k>`; generators get senders after the
 //! flows'), runs in this process with the real agent in virtual time, and its result becomes
-//! [`RunData`]. Same recipe and seed, same bytes out.
+//! [`RunData`]. A reverse flow (`reverse: true`) copy k sends from `r<k>` to `s<k>`: its data
+//! crosses the downlink (`right->left`), its ACKs the uplink, where they queue behind the
+//! forward flows' data. Same recipe and seed, same bytes out.
 
 use super::{BackendError, RunContext, algorithm_of};
 use crate::data::{FlowData, RunData, Sample};
@@ -66,9 +68,29 @@ pub fn uplink_capacity(r: &Recipe) -> Result<u64, BackendError> {
 /// simulator: the scenario gives it its own sender `s<k>`, the dumbbell's host `k` (senders are
 /// its first hosts), whose address is 10.0.0.0 + k + 1, and the simulator numbers a listed
 /// flow's source port 10000 + its index in the list (ccp-sim's `World::build`, `start_flow`).
-pub fn flow_addr(k: usize) -> String {
-    let ip = std::net::Ipv4Addr::from(0x0A00_0000u32 | (k as u32 + 1));
+/// A reverse flow sends from its receiver `r<k>`, the dumbbell's host `senders + k` (receivers
+/// follow the `senders` senders).
+pub fn flow_addr(k: usize, reverse: bool, senders: usize) -> String {
+    let host = if reverse { senders + k } else { k };
+    let ip = std::net::Ipv4Addr::from(0x0A00_0000u32 | (host as u32 + 1));
     format!("{ip}:{}", 10_000 + k % 50_000)
+}
+
+/// The number of senders (and receivers) of a recipe's dumbbell: one per flow copy, then
+/// every generator's.
+fn senders(r: &Recipe) -> usize {
+    let flows = expand_flows(&r.flows).len();
+    let gens: usize = r.workloads.iter().map(|w| w.senders as usize).sum();
+    (flows + gens).max(1)
+}
+
+/// Flow instance `k`'s address in the simulator ([`flow_addr`]).
+fn instance_addr(r: &Recipe, k: usize) -> String {
+    let instances = expand_flows(&r.flows);
+    let reverse = instances
+        .get(k)
+        .is_some_and(|(i, _, _)| r.flows[*i].reverse);
+    flow_addr(k, reverse, senders(r))
 }
 
 /// The scenario of one run.
@@ -127,9 +149,11 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
     let mut flows = vec![];
     for (k, (i, _, start)) in instances.iter().enumerate() {
         let f = &r.flows[*i];
+        let (src, dst) = (format!("s{k}"), format!("r{k}"));
+        let (src, dst) = if f.reverse { (dst, src) } else { (src, dst) };
         flows.push(SimFlow {
-            src: format!("s{k}"),
-            dst: format!("r{k}"),
+            src,
+            dst,
             alg: f.requested(),
             size: f.size.map(Size),
             start: Dur(start * 1000),
@@ -183,7 +207,7 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
                 .iter()
                 .map(|c| SimCommand {
                     at: Dur(c.at_us * 1000),
-                    command: c.line(&flow_addr(c.flow)),
+                    command: c.line(&instance_addr(r, c.flow)),
                 })
                 .collect(),
             ..AgentSpec::default()
@@ -244,8 +268,15 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
     let mut index_of: HashMap<u32, usize> = HashMap::new();
     for (i, f) in res.flows.iter().enumerate() {
         index_of.insert(f.flow, i);
-        let host: Option<usize> = f.src.strip_prefix('s').and_then(|s| s.parse().ok());
         let listed = f.group == "flows";
+        // A listed flow's copy index: its sender `s<k>`, or for a reverse flow its receiver
+        // `r<k>` (where it sends from).
+        let host: Option<usize> = f
+            .src
+            .strip_prefix('s')
+            .or_else(|| f.src.strip_prefix('r').filter(|_| listed))
+            .and_then(|s| s.parse().ok());
+        let reverse = listed && f.src.starts_with('r');
         let (deadline_us, min_rate) = match (listed, host) {
             (true, Some(k)) if k < instances.len() => {
                 let spec = &r.flows[instances[k].0];
@@ -285,6 +316,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             deadline_s: deadline_us.map(|d| d as f64 / 1e6),
             min_rate_bps: min_rate.map(|m| m as f64 * 8.0),
             has_series: false,
+            reverse,
         });
     }
     for s in &res.flow_series {
@@ -340,7 +372,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
                     "at {} s {} (as set-params {})",
                     c.at_us as f64 / 1e6,
                     c.written(),
-                    flow_addr(c.flow)
+                    instance_addr(r, c.flow)
                 ))
                 .collect::<Vec<_>>()
                 .join("; ")

@@ -226,10 +226,17 @@ pub(crate) fn agent_instances(r: &crate::recipe::Recipe) -> Vec<(usize, u32, u64
 
 /// `--flow` specs of the run, one per flow copy (kernel TCP flows left out).
 pub fn flow_args(ctx: &RunContext) -> Vec<String> {
-    let r = ctx.recipe;
-    agent_instances(r)
-        .into_iter()
-        .map(|(i, _, start)| {
+    flow_args_of(ctx.recipe, &agent_instances(ctx.recipe))
+}
+
+/// `--flow` specs of the flow `instances` of `r` (as [`agent_instances`] gives them).
+pub(crate) fn flow_args_of(
+    r: &crate::recipe::Recipe,
+    instances: &[(usize, u32, u64)],
+) -> Vec<String> {
+    instances
+        .iter()
+        .map(|&(i, _, start)| {
             let f = &r.flows[i];
             let mut alg = f.algorithm.clone();
             if !f.params.is_empty() {
@@ -334,14 +341,14 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         recv_addr.clone()
     };
 
-    let mut cmd = sender_command(&udp_bin, &target, &sockdir, r, &flows, &[], &raw)?;
+    let mut cmd = sender_command(&udp_bin, &target, &sockdir, r, &flows, &[], &raw, "send")?;
     let mut commands = Commander::new(ctx, &ctl_path(&sockdir), &raw)?;
     let mut send = Proc::spawn(
         "ccp-udp send",
         cmd.stdout(file(&raw.join("send.out"))?)
             .stderr(file(&raw.join("send.err"))?),
     )?;
-    wait_for_sender(&mut send, ctx, &raw, commands.as_mut())?;
+    wait_for_sender(&mut send, ctx, &raw, "send", commands.as_mut())?;
     let rstatus = recv.wait_for(Duration::from_secs(20))?;
     if let Some(mut p) = relay.take() {
         p.terminate(Duration::from_secs(2));
@@ -373,8 +380,18 @@ pub(crate) fn to_run_data(
     sent: &SenderSummary,
     got: &ReceiverSummary,
 ) -> Result<RunData, BackendError> {
+    to_run_data_of(ctx, &agent_instances(ctx.recipe), sent, got)
+}
+
+/// [`RunData`] of one sender's and its receiver's summaries, whose flows are `instances` (as
+/// [`agent_instances`] gives them), in order.
+pub(crate) fn to_run_data_of(
+    ctx: &RunContext,
+    instances: &[(usize, u32, u64)],
+    sent: &SenderSummary,
+    got: &ReceiverSummary,
+) -> Result<RunData, BackendError> {
     let r = ctx.recipe;
-    let instances = agent_instances(r);
     if sent.flows.len() != instances.len() {
         return Err(BackendError::Process(format!(
             "the sender reports {} flows, the recipe has {}",
@@ -446,6 +463,7 @@ pub(crate) fn to_run_data(
             deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
             min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
             has_series: !f.trace.is_empty(),
+            reverse: spec.reverse,
         });
     }
     data.end_s = end;
@@ -468,11 +486,12 @@ impl Drop for SockDir {
     }
 }
 
-/// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
-/// The `ccp-udp send` command of a run (every flow of the recipe, the agent's socket
-/// `agent.sock` and the datapath's socket in `sockdir`, JSON
-/// summary into `raw`, then the transport's own `extra` arguments), with all its arguments
-/// recorded in `raw/send.args`.
+/// The `ccp-udp send` command of a run (the `--flow` specs `flows`, the agent's socket
+/// `agent.sock` and the datapath's socket in `sockdir`, JSON summary into `raw`, then the
+/// transport's own `extra` arguments), with all its arguments recorded in `raw/<stem>.args`;
+/// `stem` names its files (`send`; `send-rev` for the emulator's reverse flows, whose
+/// datapath socket is then `datapath-rev.sock`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sender_command(
     udp_bin: &Path,
     target: &str,
@@ -481,13 +500,18 @@ pub(crate) fn sender_command(
     flows: &[String],
     extra: &[std::ffi::OsString],
     raw: &Path,
+    stem: &str,
 ) -> Result<Command, BackendError> {
+    let socket = match stem.strip_prefix("send") {
+        Some(tag) => format!("datapath{tag}.sock"),
+        None => format!("datapath-{stem}.sock"),
+    };
     let mut cmd = Command::new(udp_bin);
     cmd.args(["send", "--to", target])
         .arg("--agent")
         .arg(sockdir.join("agent.sock"))
         .arg("--socket")
-        .arg(sockdir.join("datapath.sock"))
+        .arg(sockdir.join(socket))
         .args(["--log-level", "warn"])
         .args(["--backend", &r.udp.datapath])
         .args(["--mss", &r.udp.mss.to_string()])
@@ -496,7 +520,7 @@ pub(crate) fn sender_command(
             &format!("{}us", r.udp.trace_interval_us),
         ])
         .arg("--json")
-        .arg(raw.join("send.json"))
+        .arg(raw.join(format!("{stem}.json")))
         // Both backends run the receiver on the sender's machine (loopback, or the
         // emulator's namespaces): one clock, no drift to forget, so the one-way delay's base
         // is the flow's smallest, and a queue standing longer than ccp-udp's default window
@@ -510,8 +534,9 @@ pub(crate) fn sender_command(
         .get_args()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    std::fs::write(raw.join("send.args"), args.join(" ") + "\n")
-        .map_err(|e| BackendError::io(&raw.join("send.args"), e))?;
+    let args_file = raw.join(format!("{stem}.args"));
+    std::fs::write(&args_file, args.join(" ") + "\n")
+        .map_err(|e| BackendError::io(&args_file, e))?;
     Ok(cmd)
 }
 
@@ -519,11 +544,13 @@ pub(crate) fn sender_command(
 /// the recipe: its duration plus 30 s, or three times it plus 60 s when flows are sized. A
 /// failure carries the sender's stderr.
 /// With `commands`, each runs when its time comes (counted from the sender's start, the clock
-/// of the flows' starts); a failed command fails the run.
+/// of the flows' starts); a failed command fails the run. `stem` names the sender's files
+/// (`raw/<stem>.err`).
 pub(crate) fn wait_for_sender(
     send: &mut Proc,
     ctx: &RunContext,
     raw: &Path,
+    stem: &str,
     mut commands: Option<&mut Commander>,
 ) -> Result<(), BackendError> {
     let r = ctx.recipe;
@@ -542,13 +569,14 @@ pub(crate) fn wait_for_sender(
         if let Some(s) = send
             .child
             .try_wait()
-            .map_err(|e| BackendError::Process(format!("ccp-udp send: {e}")))?
+            .map_err(|e| BackendError::Process(format!("{}: {e}", send.name)))?
         {
             break s;
         }
         if t0.elapsed() > limit {
             return Err(BackendError::Process(format!(
-                "ccp-udp send did not finish within {limit:?}"
+                "{} did not finish within {limit:?}",
+                send.name
             )));
         }
         let mut nap = Duration::from_millis(50);
@@ -571,8 +599,9 @@ pub(crate) fn wait_for_sender(
     }
     if !status.success() {
         return Err(BackendError::Process(format!(
-            "ccp-udp send failed ({status}): {}",
-            std::fs::read_to_string(raw.join("send.err"))
+            "{} failed ({status}): {}",
+            send.name,
+            std::fs::read_to_string(raw.join(format!("{stem}.err")))
                 .unwrap_or_default()
                 .trim()
         )));
@@ -580,6 +609,7 @@ pub(crate) fn wait_for_sender(
     Ok(())
 }
 
+/// A fresh private directory under /tmp (unix socket paths are limited to 108 bytes).
 pub(crate) fn tempdir() -> Result<SockDir, BackendError> {
     let base = std::env::temp_dir();
     for i in 0..1000u32 {
