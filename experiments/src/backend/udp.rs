@@ -520,12 +520,15 @@ pub(crate) fn sender_command(
             &format!("{}us", r.udp.trace_interval_us),
         ])
         .arg("--json")
-        .arg(raw.join(format!("{stem}.json")))
-        // Both backends run the receiver on the sender's machine (loopback, or the
-        // emulator's namespaces): one clock, no drift to forget, so the one-way delay's base
-        // is the flow's smallest, and a queue standing longer than ccp-udp's default window
-        // still counts as queueing in `fwd_qdelay` and in what the agent is handed.
-        .args(["--owd-base-window", "0s"]);
+        .arg(raw.join(format!("{stem}.json")));
+    // Both backends run the receiver on the sender's machine (loopback, or the emulator's
+    // namespaces): one clock, no drift to forget, so the one-way delay's base is the flow's
+    // smallest, and a queue standing longer than ccp-udp's default window still counts as
+    // queueing in `fwd_qdelay` and in what the agent is handed. ccp-quic (the quic backend)
+    // measures no one-way delay and has no such option.
+    if udp_bin.file_name().is_some_and(|n| n == "ccp-udp") {
+        cmd.args(["--owd-base-window", "0s"]);
+    }
     for f in flows {
         cmd.args(["--flow", f]);
     }
