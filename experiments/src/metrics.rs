@@ -37,7 +37,11 @@
 //! * `ratio:alg=A/B` (or `class=`): mean goodput per flow of group A over that of group B.
 //! * `flows`: number of flows.
 //!
-//! Group variants carry `:alg=NAME` or `:class=NAME`.
+//! Group variants carry `:alg=NAME` or `:class=NAME`. All of the above are over the forward
+//! flows (senders to receiver); the flows with `reverse: true` (data on the downlink) get the
+//! same figures with `:dir=reverse`, `utilization:dir=reverse` being their goodput over the
+//! downlink's capacity. `utilization` stays the uplink's bytes on the wire, reverse flows'
+//! ACKs included.
 
 use crate::data::{FlowRow, RunData, Sample};
 use crate::recipe::{GroupBy, MetricsSpec, Ratio};
