@@ -316,7 +316,9 @@ fn list_capabilities() {
         };
         println!("  {q:<9} {args:<66} backends: {on}");
     }
-    println!("\nmetrics (qualify with :alg=NAME, :class=NAME; fct_* also :size=BUCKET):");
+    println!(
+        "\nmetrics (forward flows; qualify with :alg=NAME, :class=NAME, or :dir=reverse for the reverse flows; fct_* also :size=BUCKET):"
+    );
     for chunk in METRICS.chunks(6) {
         println!("  {}", chunk.join(", "));
     }
