@@ -536,6 +536,7 @@ async fn sample(
                     srtt_us: s.srtt_us,
                     bytes_in_flight: u64::from(s.bytes_in_flight),
                     delivered_bytes: s.acked_bytes,
+                    received_bytes: None,
                     controller: s.controller,
                     owd_excess_us: None,
                 });

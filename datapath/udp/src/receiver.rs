@@ -24,7 +24,7 @@ use crate::io::{self as sio, RecvBatch};
 use crate::packet::{self, Ack, DataHeader, Hello, Packet, PacketError, flags};
 use crate::pattern::hash_hex;
 use crate::ranges::{Insert, PnRanges};
-use crate::summary::{ReceiverSummary, mbps};
+use crate::summary::{ARRIVAL_INTERVAL_US, Arrival, ReceiverSummary, mbps};
 
 /// Largest delay of an ACK for a lone packet, µs.
 pub const ACK_DELAY_US: u64 = 1_000;
@@ -206,6 +206,8 @@ struct RecvFlow {
     id: u32,
     peer: SocketAddr,
     mss: u32,
+    /// When the HELLO the sender's handshake ended with arrived (the last before any DATA).
+    hello_us: u64,
     first_data_us: Option<u64>,
     last_progress_us: u64,
     longest_stall_us: u64,
@@ -234,6 +236,9 @@ struct RecvFlow {
     out_of_order: u64,
     ecn_ce: u64,
     acks_sent: u64,
+    /// Bytes received over time (see [`Arrival`]), and when the next sample is due, µs.
+    arrivals: Vec<Arrival>,
+    next_arrival_us: u64,
     summary: Option<ReceiverSummary>,
 }
 
@@ -244,6 +249,7 @@ impl RecvFlow {
             id,
             peer,
             mss,
+            hello_us: 0,
             first_data_us: None,
             last_progress_us: 0,
             longest_stall_us: 0,
@@ -272,8 +278,22 @@ impl RecvFlow {
             out_of_order: 0,
             ecn_ce: 0,
             acks_sent: 0,
+            arrivals: Vec::new(),
+            next_arrival_us: 0,
             summary: None,
         }
+    }
+
+    /// Records what has arrived by `now` if a sample is due (or `force`d).
+    fn note_arrival(&mut self, now: u64, force: bool) {
+        if !force && now < self.next_arrival_us {
+            return;
+        }
+        self.next_arrival_us = now + ARRIVAL_INTERVAL_US;
+        self.arrivals.push(Arrival {
+            t_s: now.saturating_sub(self.hello_us) as f64 / 1e6,
+            bytes: self.next_offset + self.ooo_bytes as u64,
+        });
     }
 
     fn complete(&self) -> bool {
@@ -402,6 +422,8 @@ impl RecvFlow {
             self.ooo_bytes = 0;
             self.pool = Vec::new();
         }
+        // The last sample is the completion's, whenever it comes.
+        self.note_arrival(now, self.complete());
         true
     }
 
@@ -454,6 +476,7 @@ impl RecvFlow {
             goodput_mbps: mbps(self.next_offset, secs),
             longest_stall_ms: self.longest_stall_us as f64 / 1e3,
             ignored_datagrams: ignored,
+            arrivals: self.arrivals.clone(),
         }
     }
 
@@ -625,12 +648,18 @@ impl Receiver {
     }
 
     fn on_hello(&mut self, h: Hello, from: SocketAddr, now: u64) {
-        match self.flows.get(&h.flow_id) {
+        match self.flows.get_mut(&h.flow_id) {
             Some(f) if f.peer != from => {
                 self.ignored.wrong_peer += 1;
                 return;
             }
-            Some(_) => {}
+            Some(f) => {
+                // A repeated HELLO (its answer was lost): the sender's handshake ends with
+                // the answer to this one.
+                if f.first_data_us.is_none() {
+                    f.hello_us = now;
+                }
+            }
             None => {
                 if self.flows.len() >= MAX_FLOWS {
                     self.ignored.too_many_flows += 1;
@@ -639,6 +668,7 @@ impl Receiver {
                 tracing::debug!(flow = format_args!("{:08x}", h.flow_id), %from, mss = h.mss, "new flow");
                 let mut f = RecvFlow::new(self.order.len(), h.flow_id, from, h.mss);
                 f.last_progress_us = now;
+                f.hello_us = now;
                 self.flows.insert(h.flow_id, f);
                 self.order.push(h.flow_id);
             }
@@ -829,6 +859,49 @@ mod tests {
         assert_eq!(a.flags & flags::COMPLETE, flags::COMPLETE);
         assert_eq!(a.flags & flags::INTACT, flags::INTACT);
         assert_eq!(a.cum_offset, total);
+    }
+
+    #[test]
+    fn arrivals_count_bytes_beyond_a_hole_when_they_arrive() {
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let mut f = RecvFlow::new(0, 9, peer, 1000);
+        let gap = ARRIVAL_INTERVAL_US;
+        // Packet 0, then packets 2..6 while packet 1 is lost, one per interval; packet 1's
+        // retransmission, a duplicate, and the FIN.
+        let mut pn = 0;
+        let mut send = |f: &mut RecvFlow, off: u64, now: u64| {
+            let (h, p) = data(9, pn, off, 1000);
+            pn += 1;
+            assert!(f.on_data(&h, &p, false, now));
+        };
+        send(&mut f, 0, 0);
+        for k in 2..6 {
+            send(&mut f, k * 1000, (k - 1) * gap);
+        }
+        send(&mut f, 1000, 5 * gap);
+        send(&mut f, 1000, 5 * gap + 1);
+        let (h, p) = fin(9, 99, 6000);
+        assert!(f.on_data(&h, &p, false, 6 * gap));
+        assert!(f.complete() && f.intact);
+        let got: Vec<(f64, u64)> = f
+            .summary(0)
+            .arrivals
+            .iter()
+            .map(|a| (a.t_s, a.bytes))
+            .collect();
+        // In order only 1000 bytes until the repair; what crossed the path grows every interval.
+        assert_eq!(
+            got,
+            vec![
+                (0.0, 1000),
+                (0.01, 2000),
+                (0.02, 3000),
+                (0.03, 4000),
+                (0.04, 5000),
+                (0.05, 6000),
+                (0.06, 6000),
+            ]
+        );
     }
 
     #[test]

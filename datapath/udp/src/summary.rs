@@ -24,6 +24,13 @@ pub struct TraceSample {
     pub bytes_in_flight: u64,
     /// Stream bytes the receiver has in order.
     pub delivered_bytes: u64,
+    /// Stream bytes the receiver has acknowledged, in order or beyond a hole (each byte once,
+    /// retransmitted or not): what has crossed the path by this sample. `delivered_bytes` lags
+    /// it while a loss is repaired and then jumps by what arrived behind the hole, so over a
+    /// window that starts or ends inside a repair only this one is bounded by the link's rate.
+    /// None from datapaths that do not track it (and in JSON written before the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_bytes: Option<u64>,
     /// Controller in charge.
     pub controller: String,
     /// Mean relative one-way delay of the RTT samples taken since the previous trace sample,
@@ -148,6 +155,28 @@ pub struct ReceiverSummary {
     pub longest_stall_ms: f64,
     /// Datagrams the receiver ignored (all flows, garbage included) when this summary was made.
     pub ignored_datagrams: u64,
+    /// Bytes received over time, on the receiver's clock: a sample at most every
+    /// [`ARRIVAL_INTERVAL_US`] while data arrives, and one when the stream completes.
+    /// Empty in JSON written before the field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<Arrival>,
+}
+
+/// Spacing of a receiver's [`Arrival`] samples, µs (10 ms: the sender's default trace
+/// interval; a 30-s flow keeps 3,000 samples).
+pub const ARRIVAL_INTERVAL_US: u64 = 10_000;
+
+/// What a receiver had of a flow at one time.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// Seconds since the flow's HELLO reached the receiver (the one the sender's handshake
+    /// ended with: about half the handshake's RTT before the sender's time zero, from which
+    /// its trace counts; the first DATA packet can come much later, when it is lost).
+    pub t_s: f64,
+    /// Distinct stream bytes received by then, in order or held beyond a hole: when the data
+    /// crossed the path, which the in-order count (and the sender, which learns it an ACK
+    /// later and only as far as the ACK's ranges reach) can only tell late.
+    pub bytes: u64,
 }
 
 /// Header line of [`write_trace_csv`].
@@ -243,6 +272,7 @@ mod tests {
             srtt_us: 50,
             bytes_in_flight: 1448,
             delivered_bytes: 0,
+            received_bytes: Some(2896),
             controller: "agent:cubic,beta".into(),
             owd_excess_us: Some(250.0),
         };
@@ -304,6 +334,7 @@ mod tests {
             "bytes_in_flight":0,"delivered_bytes":10,"controller":"agent:reno"}"#;
         let s: TraceSample = serde_json::from_str(old).unwrap();
         assert_eq!(s.owd_excess_us, None);
+        assert_eq!(s.received_bytes, None);
         // An interval without a figure writes no field; one with a figure keeps it.
         let json = serde_json::to_string(&s).unwrap();
         assert!(!json.contains("owd_excess_us"), "{json}");
