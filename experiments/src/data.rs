@@ -40,6 +40,9 @@ pub struct FlowData {
     /// The flow runs in the reverse direction (`reverse: true`: receiver side to sender side,
     /// its data on the downlink).
     pub reverse: bool,
+    /// Bytes the receiver had by each time (s since the run's start, bytes), in order or
+    /// beyond a hole, where the datapath's receiver records it (ccp-udp); empty elsewhere.
+    pub arrivals: Vec<(f64, u64)>,
 }
 
 /// One time-series sample of one flow.
@@ -52,7 +55,9 @@ pub struct Sample {
     pub cwnd_bytes: f64,
     /// Latest RTT sample or smoothed RTT (0: none yet).
     pub rtt_ms: f64,
-    /// Bytes delivered in order so far.
+    /// Bytes delivered so far, as the sender knows them: acknowledged beyond a hole too where
+    /// the datapath tracks it (ccp-udp's `received_bytes`), else in order (which lags during a
+    /// loss repair and then jumps).
     pub delivered: u64,
     /// Forward path's queueing delay, ms: the mean one-way delay in excess of the flow's
     /// smallest over the RTT samples since the previous sample (ccp-udp's receive timestamps;

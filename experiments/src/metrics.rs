@@ -1,8 +1,12 @@
 //! Metrics of one run, computed from a backend's [`RunData`]: per-flow rows and run-level
 //! values, overall and per group (algorithm, class). Definitions (also in experiments/README.md):
 //!
-//! * `goodput_mbps`: bytes delivered in order after the warm-up, over the time from the end of
-//!   the warm-up to the end of the run (sum over the flows; per flow: over its own life).
+//! * `goodput_mbps`: bytes delivered after the warm-up, over the time from the end of the
+//!   warm-up to the end of the run (sum over the flows; per flow: over its own life). Every
+//!   byte counted arrives intact by the end; which side of the warm-up it falls on is decided
+//!   by when it reached the receiver, in order or not (ccp-udp's receiver records it; other
+//!   datapaths: the sender's count), so that a loss repaired across the warm-up does not put
+//!   bytes that crossed the link before it into the window after it.
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
 //!   retransmissions included) over what its capacity allows in that time (with a rate
 //!   schedule, the time-weighted capacity of that window) (simulator; the
@@ -106,6 +110,15 @@ fn delivered_at(samples: &[&Sample], t: f64) -> u64 {
         .unwrap_or(0)
 }
 
+/// Bytes the receiver had by `t` (the last arrival sample at or before it).
+fn arrived_by(arrivals: &[(f64, u64)], t: f64) -> u64 {
+    arrivals
+        .iter()
+        .take_while(|(at, _)| *at <= t)
+        .last()
+        .map_or(0, |&(_, b)| b)
+}
+
 /// Moving average of goodput over a trailing window.
 fn smooth(samples: &[&Sample], window_s: f64) -> Vec<(f64, f64)> {
     let mut out = Vec::with_capacity(samples.len());
@@ -207,7 +220,11 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
     for (i, f) in d.flows.iter().enumerate() {
         let samples = &by_flow[i];
         let from = f.start_s.max(warm);
-        let before = if warm > 0.0 && f.start_s < warm && f.has_series {
+        let before = if warm <= 0.0 || f.start_s >= warm {
+            0
+        } else if !f.arrivals.is_empty() {
+            arrived_by(&f.arrivals, warm)
+        } else if f.has_series {
             delivered_at(samples, warm)
         } else {
             0
@@ -725,6 +742,49 @@ mod tests {
         d.flows[0].bytes_delivered = delivered[0];
         d.flows[1].bytes_delivered = delivered[1];
         d
+    }
+
+    #[test]
+    fn the_warm_up_splits_bytes_by_when_they_reached_the_receiver() {
+        // One flow on a 10 Mbit/s link for 10 s, warm-up 5 s: 1.25 MB/s cross the link. A
+        // loss at 4.5 s holds the in-order count at 5.625 MB until its repair at 5.5 s, when
+        // it jumps to what arrived behind the hole; the receiver had 6.25 MB at 5 s.
+        let mut d = RunData {
+            end_s: 10.0,
+            capacity_bps: Some(10e6),
+            ..RunData::default()
+        };
+        let total = 12_500_000u64;
+        d.flows.push(flow("reno", 0.0, 10.0, total));
+        for k in 1..=100 {
+            let t = k as f64 * 0.1;
+            let arrived = (1_250_000.0 * t) as u64;
+            let in_order = if (4.5..5.5).contains(&t) {
+                5_625_000
+            } else {
+                arrived
+            };
+            d.series.push(Sample {
+                t_s: t,
+                flow: 0,
+                delivered: in_order,
+                ..Sample::default()
+            });
+        }
+        let spec = MetricsSpec {
+            warmup_us: 5_000_000,
+            ..MetricsSpec::default()
+        };
+        // By the in-order count the 5 s after the warm-up carried 11 Mbit/s on a 10 Mbit/s link.
+        let (m, _) = compute(&d, &spec);
+        assert!((m["goodput_mbps"] - 11.0).abs() < 1e-6, "{m:?}");
+        // By the receiver's arrivals, what the link carried.
+        d.flows[0].arrivals = (0..=100)
+            .map(|k| (k as f64 * 0.1, (1_250_000.0 * k as f64 * 0.1) as u64))
+            .collect();
+        let (m, rows) = compute(&d, &spec);
+        assert!((m["goodput_mbps"] - 10.0).abs() < 1e-6, "{m:?}");
+        assert!((rows[0].goodput_mbps - 10.0).abs() < 1e-6, "{rows:?}");
     }
 
     #[test]

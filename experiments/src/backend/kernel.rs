@@ -171,6 +171,7 @@ pub(crate) fn run_flow(
                 min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
                 has_series: !series.is_empty(),
                 reverse: spec.reverse,
+                arrivals: vec![],
             },
             series,
         ),

@@ -317,6 +317,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             min_rate_bps: min_rate.map(|m| m as f64 * 8.0),
             has_series: false,
             reverse,
+            arrivals: vec![],
         });
     }
     for s in &res.flow_series {

@@ -154,6 +154,10 @@ struct TraceSample {
     cwnd_bytes: u64,
     srtt_us: u64,
     delivered_bytes: u64,
+    /// Bytes the receiver has acknowledged, beyond a hole too (absent: a summary from before
+    /// ccp-udp wrote it, or ccp-quic's).
+    #[serde(default)]
+    received_bytes: Option<u64>,
     /// Mean one-way delay in excess of the flow's smallest since the previous sample, µs
     /// (absent: none measured in the interval, or a summary from before ccp-udp wrote it).
     #[serde(default)]
@@ -163,6 +167,8 @@ struct TraceSample {
 #[derive(Deserialize)]
 struct SenderFlow {
     flow: usize,
+    #[serde(default)]
+    flow_id: u32,
     algorithm: String,
     bytes: u64,
     duration_s: f64,
@@ -202,6 +208,18 @@ pub(crate) fn ctl_path(sockdir: &Path) -> PathBuf {
 pub(crate) struct ReceiverFlow {
     pub(crate) intact: bool,
     pub(crate) bytes: u64,
+    #[serde(default)]
+    flow_id: u32,
+    /// What had arrived by when, s since the flow's HELLO reached the receiver (ccp-udp;
+    /// absent from ccp-quic and older summaries).
+    #[serde(default)]
+    arrivals: Vec<Arrival>,
+}
+
+#[derive(Deserialize)]
+struct Arrival {
+    t_s: f64,
+    bytes: u64,
 }
 
 #[derive(Deserialize)]
@@ -417,13 +435,28 @@ pub(crate) fn to_run_data_of(
         let begin = start + f.handshake_rtt_ms / 1e3;
         let fend = begin + f.duration_s;
         end = end.max(fend);
+        // The receiver counts from the HELLO, about half the handshake's RTT after the sender
+        // sent it, and half an RTT before the sender's time zero (`begin`).
+        let arrivals = got
+            .flows
+            .iter()
+            .find(|g| g.flow_id != 0 && g.flow_id == f.flow_id)
+            .map(|g| {
+                let first = begin - f.handshake_rtt_ms / 2e3;
+                g.arrivals
+                    .iter()
+                    .map(|a| (first + a.t_s, a.bytes))
+                    .collect()
+            })
+            .unwrap_or_default();
         let idx = data.flows.len();
         let mut last_t = 0.0;
         let mut last_d = 0u64;
         for s in &f.trace {
             let dt = s.t_s - last_t;
+            let delivered = s.received_bytes.unwrap_or(s.delivered_bytes);
             let g = if dt > 0.0 {
-                s.delivered_bytes.saturating_sub(last_d) as f64 * 8.0 / dt
+                delivered.saturating_sub(last_d) as f64 * 8.0 / dt
             } else {
                 0.0
             };
@@ -433,11 +466,11 @@ pub(crate) fn to_run_data_of(
                 goodput_bps: g,
                 cwnd_bytes: s.cwnd_bytes as f64,
                 rtt_ms: s.srtt_us as f64 / 1e3,
-                delivered: s.delivered_bytes,
+                delivered,
                 fwd_qdelay_ms: s.owd_excess_us.map(|us| us / 1e3),
             });
             last_t = s.t_s;
-            last_d = s.delivered_bytes;
+            last_d = delivered;
         }
         data.flows.push(FlowData {
             algorithm: spec.algorithm.clone(),
@@ -463,6 +496,7 @@ pub(crate) fn to_run_data_of(
             deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
             min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
             has_series: !f.trace.is_empty(),
+            arrivals,
             reverse: spec.reverse,
         });
     }
