@@ -7,30 +7,12 @@
 
 mod common;
 
-use common::run_recipe;
+use common::{mean_goodput, run_json, run_recipe};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Mean goodput (Mbit/s) of `flow` over the samples in (from, to] s of a run's series.csv.
-fn mean_goodput(run_dir: &Path, flow: usize, from: f64, to: f64) -> f64 {
-    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
-    let v: Vec<f64> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            let t: f64 = c[0].parse().ok()?;
-            (c[1] == flow.to_string() && t > from && t <= to).then(|| c[2].parse().unwrap())
-        })
-        .collect();
-    assert!(!v.is_empty(), "flow {flow}: no samples in ({from}, {to}] s");
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 fn notes(run_dir: &Path) -> String {
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
-    run["notes"].to_string()
+    run_json(run_dir)["notes"].to_string()
 }
 
 #[test]

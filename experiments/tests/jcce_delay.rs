@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::run_recipe;
+use common::{mean_goodput, run_recipe};
 use std::path::Path;
 
 /// Goodput (Mbit/s) of flow 0 of the one run of `recipe` over the series samples in (0, to] s.
@@ -30,18 +30,7 @@ fn early_goodput(dir: &Path, delay: &str, to: f64) -> f64 {
         .unwrap()
         .path();
     let series = walk(&run, "series.csv").expect("a series.csv");
-    let text = std::fs::read_to_string(series).unwrap();
-    let v: Vec<f64> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            let t: f64 = c[0].parse().ok()?;
-            (c[1] == "0" && t > 0.0 && t <= to).then(|| c[2].parse().unwrap())
-        })
-        .collect();
-    assert!(!v.is_empty(), "no samples before {to} s");
-    v.iter().sum::<f64>() / v.len() as f64
+    mean_goodput(series.parent().unwrap(), 0, 0.0, to)
 }
 
 /// The first file named `name` under `dir`.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ccp_exp, run_recipe};
+use common::{ccp_exp, run_json, run_recipe};
 use serde_json::Value;
 use std::path::Path;
 
@@ -18,10 +18,6 @@ fn load(dir: &Path, text: &str) -> Result<ccp_exp::experiment::Experiment, Strin
     let p = dir.join("r.yaml");
     std::fs::write(&p, text).unwrap();
     ccp_exp::load(&p).map_err(|e| e.to_string())
-}
-
-fn run_json(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
 }
 
 fn metric(run: &Value, key: &str) -> f64 {

@@ -6,28 +6,7 @@
 
 mod common;
 
-use common::run_recipe;
-use std::path::Path;
-
-fn run_json(run_dir: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
-}
-
-/// Mean goodput (Mbit/s) of flow 0 over the samples in (from, to] s of a run's series.csv.
-fn mean_goodput(run_dir: &Path, from: f64, to: f64) -> f64 {
-    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
-    let v: Vec<f64> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            let t: f64 = c[0].parse().ok()?;
-            (c[1] == "0" && t > from && t <= to).then(|| c[2].parse().unwrap())
-        })
-        .collect();
-    assert!(!v.is_empty(), "no samples in ({from}, {to}] s");
-    v.iter().sum::<f64>() / v.len() as f64
-}
+use common::{mean_goodput, run_json, run_recipe};
 
 #[test]
 fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator() {
@@ -54,7 +33,7 @@ fn a_flow_follows_rate_steps_and_utilisation_uses_the_schedule_on_the_simulator(
         // and the sawtooth's troughs; the time a flow needs to fill the doubled rate falls in
         // the first second, which is left out).
         for (from, to, rate) in [(3.0, 8.0, 20.0), (9.0, 16.0, 40.0), (17.0, 24.0, 20.0)] {
-            let g = mean_goodput(&run_dir, from, to);
+            let g = mean_goodput(&run_dir, 0, from, to);
             eprintln!("{point}: {g:.2} Mbit/s over {from}-{to} s at {rate} Mbit/s");
             assert!(
                 (0.85 * rate..=rate).contains(&g),
@@ -105,8 +84,8 @@ fn a_rate_step_on_the_emulator_when_root() {
     let out = dir.path().join("results");
     run_recipe(&recipe, &out);
     let run_dir = out.join("runs/estep/p00/r0");
-    let before = mean_goodput(&run_dir, 1.0, 3.0);
-    let after = mean_goodput(&run_dir, 4.0, 6.0);
+    let before = mean_goodput(&run_dir, 0, 1.0, 3.0);
+    let after = mean_goodput(&run_dir, 0, 4.0, 6.0);
     assert!((16.0..=20.5).contains(&before), "{before:.2} Mbit/s at 20");
     assert!((32.0..=41.0).contains(&after), "{after:.2} Mbit/s at 40");
     let run = run_json(&run_dir);

@@ -30,3 +30,30 @@ pub fn run_recipe(recipe: &std::path::Path, out: &std::path::Path) -> Output {
         "--no-progress",
     ])
 }
+
+/// A run's `run.json`.
+#[allow(dead_code)]
+pub fn run_json(run_dir: &std::path::Path) -> serde_json::Value {
+    let path = run_dir.join("run.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Mean goodput (Mbit/s) of `flow` over the samples in (from, to] s of the `series.csv` in
+/// `run_dir`; fails the test if there is none.
+#[allow(dead_code)]
+pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) -> f64 {
+    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
+    let flow = flow.to_string();
+    let v: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            (c[1] == flow && t > from && t <= to).then(|| c[2].parse().unwrap())
+        })
+        .collect();
+    assert!(!v.is_empty(), "flow {flow}: no samples in ({from}, {to}] s");
+    v.iter().sum::<f64>() / v.len() as f64
+}
