@@ -4,12 +4,8 @@
 
 mod common;
 
-use common::ccp_exp;
+use common::{ccp_exp, emu_kernel_skip_reason, s};
 use std::path::Path;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn load(dir: &Path, text: &str) -> Result<ccp_exp::recipe::Recipe, String> {
     let p = dir.join("r.yaml");
@@ -60,30 +56,9 @@ fn kernel_flows_join_a_group_and_the_service_delay_has_a_default() {
     assert!(e.contains("jcce"), "{e}");
 }
 
-/// Why the emulator run cannot happen here, if it cannot.
-fn skip_reason() -> Option<String> {
-    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
-        return Some(why);
-    }
-    let exe = Path::new(env!("CARGO_BIN_EXE_ccp-exp"));
-    for b in ["ccp-agent", "ccp-udp", "jcce"] {
-        if !exe.with_file_name(b).is_file() {
-            return Some(format!(
-                "{b} is not built beside ccp-exp (cargo build --release --bins)"
-            ));
-        }
-    }
-    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
-    if !cc.split_whitespace().any(|c| c == "cubic") {
-        return Some("the kernel has no cubic".into());
-    }
-    None
-}
-
 #[test]
 fn an_emulator_run_with_vivace_distributed_uses_the_real_jcce_when_root() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = emu_kernel_skip_reason(&["ccp-agent", "ccp-udp", "jcce"]) {
         eprintln!("skipped: {why}");
         return;
     }

@@ -6,13 +6,9 @@
 
 mod common;
 
-use common::{ccp_exp, run_json, run_recipe};
+use common::{ccp_exp, emu_kernel_skip_reason, run_json, run_recipe, s};
 use serde_json::Value;
 use std::path::Path;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn load(dir: &Path, text: &str) -> Result<ccp_exp::experiment::Experiment, String> {
     let p = dir.join("r.yaml");
@@ -144,30 +140,9 @@ fn a_reverse_flow_queues_the_forward_flows_acks_in_the_simulator() {
     );
 }
 
-/// Why the emulator run cannot happen here, if it cannot.
-fn skip_reason() -> Option<String> {
-    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
-        return Some(why);
-    }
-    let exe = Path::new(env!("CARGO_BIN_EXE_ccp-exp"));
-    for b in ["ccp-agent", "ccp-udp"] {
-        if !exe.with_file_name(b).is_file() {
-            return Some(format!(
-                "{b} is not built beside ccp-exp (cargo build --release --bins)"
-            ));
-        }
-    }
-    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .unwrap_or_default();
-    if !cc.split_whitespace().any(|c| c == "cubic") {
-        return Some("the kernel has no cubic".into());
-    }
-    None
-}
-
 #[test]
 fn emu_reverse_flows_run_from_the_receiver_host_when_root() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = emu_kernel_skip_reason(&["ccp-agent", "ccp-udp"]) {
         eprintln!("skipped: {why}");
         return;
     }

@@ -57,3 +57,32 @@ pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) 
     assert!(!v.is_empty(), "flow {flow}: no samples in ({from}, {to}] s");
     v.iter().sum::<f64>() / v.len() as f64
 }
+
+/// Why an emulator run with kernel Cubic flows cannot happen here, if it cannot: not root or
+/// no TUN device, one of `bins` not built beside ccp-exp, or no cubic in the kernel.
+#[allow(dead_code)]
+pub fn emu_kernel_skip_reason(bins: &[&str]) -> Option<String> {
+    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
+        return Some(why);
+    }
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ccp-exp"));
+    for b in bins {
+        if !exe.with_file_name(b).is_file() {
+            return Some(format!(
+                "{b} is not built beside ccp-exp (cargo build --release --bins)"
+            ));
+        }
+    }
+    let cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .unwrap_or_default();
+    if !cc.split_whitespace().any(|c| c == "cubic") {
+        return Some("the kernel has no cubic".into());
+    }
+    None
+}
+
+/// A path as the `&str` ccp-exp's arguments take.
+#[allow(dead_code)]
+pub fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
