@@ -350,8 +350,11 @@ fn run(
         if timeout == Some(0) {
             continue;
         }
-        // About to sleep: publish if the counters are stale and the sleep is long.
-        if last_publish < now && timeout.is_none_or(|t| t > 2_000) {
+        // About to sleep: publish if the counters are stale and the sleep is long, or if they
+        // are 20 ms old (a saturated link departs a packet every few hundred µs, so its
+        // sleeps are all short and the live counters would otherwise stay at the run's start).
+        if last_publish < now && (timeout.is_none_or(|t| t > 2_000) || now >= last_publish + 20_000)
+        {
             last_publish = now;
             publish(&stats, &pipeline, &mut k);
         }
