@@ -9,10 +9,10 @@
 //!   bytes that crossed the link before it into the window after it.
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
 //!   retransmissions included) over what its capacity allows in that time (with a rate
-//!   schedule, the time-weighted capacity of that window) (simulator; the
-//!   emulator counts the whole run, and the share after the warm-up is taken in proportion to
-//!   the capacity);
-//!   where only goodput is known, goodput over capacity.
+//!   schedule, the time-weighted capacity of that window) (simulator; the emulator reads its
+//!   link's counter when the warm-up ends and at the end; a backend that reports one count for
+//!   the whole run has the warm-up's share taken in proportion to the capacity); where only
+//!   goodput is known, goodput over capacity.
 //! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
 //!   sent.
 //! * `rtt_pXX_ms`: RTT percentiles (per ACK where the backend measures them, else over the
@@ -186,7 +186,7 @@ fn convergence(
 
 /// Bytes of `link_tx` (per-step `(end of step s, bytes)`, steps back to back from 0) sent after
 /// `warm`. A step that straddles `warm` counts its share after it, as if sent in proportion to
-/// the capacity (evenly when it is constant; the emulator reports one step for the whole run):
+/// the capacity (evenly when it is constant; a backend may report one step for the whole run):
 /// `capacity(a, b)` is what the link could carry from `a` to `b`, in any unit.
 fn link_bytes_after(link_tx: &[(f64, u64)], warm: f64, capacity: impl Fn(f64, f64) -> f64) -> f64 {
     let mut start = 0.0;
@@ -639,7 +639,7 @@ mod tests {
         let steps: Vec<(f64, u64)> = (1..=10).map(|k| (k as f64 * 0.1, 1000)).collect();
         let even = |a: f64, b: f64| (b - a).max(0.0);
         assert!((link_bytes_after(&steps, 0.5, even) - 5000.0).abs() < 1e-6);
-        // The emulator's one step for the whole 30-s run, warm-up 10 s: two thirds of it.
+        // One step for a whole 30-s run, warm-up 10 s: two thirds of it.
         let whole = [(30.0, 3_000_000)];
         assert!((link_bytes_after(&whole, 10.0, even) - 2_000_000.0).abs() < 1e-3);
         assert_eq!(link_bytes_after(&whole, 0.0, even), 3_000_000.0);
@@ -677,7 +677,7 @@ mod tests {
         };
         let (m, _) = compute(&d, &spec);
         assert!((m["utilization"] - 1.0).abs() < 1e-9, "{m:?}");
-        // The emulator's one step for the whole run: the share after the warm-up is taken in
+        // One step for the whole run: the share after the warm-up is taken in
         // proportion to the capacity, so a link at capacity still reads 1 (evenly: 0.96).
         let total: u64 = d.link_tx.iter().map(|x| x.1).sum();
         let one = RunData {

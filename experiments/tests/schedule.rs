@@ -98,7 +98,8 @@ fn a_rate_step_on_the_emulator_when_root() {
     let want = (2.0 * 20.0 + (end - 3.0) * 40.0) / (end - 1.0);
     assert!((cap - want).abs() < 1e-3, "capacity {cap}, want {want}");
     let u = run["metrics"]["utilization"].as_f64().unwrap();
-    // The emulator counts the link's bytes for the whole run; the warm-up's share of them is
-    // taken in proportion to the capacity (evenly, this run would read about 0.93).
-    assert!((0.85..=1.05).contains(&u), "utilisation {u}");
+    // The emulator's link counter is read when the warm-up ends (measured: 0.999). A counter
+    // that is not refreshed while the link is saturated reads only the run's first packets
+    // there, and the whole run's bytes land after the warm-up: 1.11.
+    assert!((0.95..=1.02).contains(&u), "utilisation {u}");
 }

@@ -42,7 +42,7 @@ use ccp_emu::{
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The port the receiver listens on inside its namespace.
@@ -510,7 +510,24 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         Option<std::process::ExitStatus>,
         Option<std::process::ExitStatus>,
     );
-    let (kernel_out, sent) = std::thread::scope(|sc| {
+    // What the uplink had carried when the warm-up ended, so that utilisation counts exactly
+    // the bytes after it (read from the emulator's live counters; None: the run ended first).
+    let run_over = AtomicBool::new(false);
+    let (kernel_out, sent, at_warmup) = std::thread::scope(|sc| {
+        let warm_sampler = {
+            let (tb, run_over) = (&tb, &run_over);
+            let warm = Duration::from_micros(r.metrics.warmup_us);
+            sc.spawn(move || -> Option<(f64, u64)> {
+                while t0.elapsed() < warm {
+                    if run_over.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    std::thread::sleep((warm - t0.elapsed()).min(Duration::from_millis(20)));
+                }
+                let at = t0.elapsed().as_secs_f64();
+                Some((at, tb.stats().0.out_bytes))
+            })
+        };
         let handles: Vec<_> = kernel_flows
             .iter()
             .enumerate()
@@ -604,7 +621,9 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
                 })
             })
             .collect();
-        (out, sent)
+        run_over.store(true, Ordering::Relaxed);
+        let at_warmup = warm_sampler.join().ok().flatten();
+        (out, sent, at_warmup)
     });
     if let Some(mut s) = agents.take() {
         s.agent.terminate(Duration::from_secs(2));
@@ -697,7 +716,14 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         ));
     }
     if data.end_s > 0.0 {
-        data.link_tx = vec![(data.end_s, up.out_bytes)];
+        data.link_tx = match at_warmup {
+            // Two steps split where the warm-up ended (a few ms after it, as sampled).
+            Some((at, bytes)) if r.metrics.warmup_us > 0 && at < data.end_s => vec![
+                (at, bytes),
+                (data.end_s, up.out_bytes.saturating_sub(bytes)),
+            ],
+            _ => vec![(data.end_s, up.out_bytes)],
+        };
     }
     Ok(data)
 }
