@@ -11,8 +11,8 @@
 //! * utilisation: payload goodput across the window (ccp-udp: the in-order bytes of the flow's
 //!   trace; kernel: what the receiving application read) over the 48.14 Mbit/s of payload that
 //!   50 Mbit/s carry in full-size packets (1448 payload bytes in 1504 on the emulated wire). The
-//!   emulator's live counters are not used for this: it publishes them only when its loop is
-//!   about to sleep more than 2 ms, which a saturated link never does;
+//!   emulator's live counters (refreshed at least every 20 ms) are not used for this: they count
+//!   wire bytes, headers and retransmissions included;
 //! * queueing delay: `ping` from the sender host to the receiver host every 50 ms during the
 //!   window (the same instrument for every flow; its echo requests wait in the same queue),
 //!   minus the base RTT measured by the same ping on the idle link; the flow's own smoothed RTT
@@ -319,9 +319,8 @@ fn ping_rtts(child: Child) -> Result<Vec<f64>, NoTable> {
     Ok(rtts)
 }
 
-/// Packets the bottleneck has dropped so far. The emulator publishes its counters when its
-/// forwarding loop is about to sleep for more than 2 ms, so this is read on an idle link only
-/// (before and after a flow): under a saturated link the published counters go stale.
+/// Packets the bottleneck has dropped so far (the emulator publishes its counters at least
+/// every 20 ms; read before and after a flow).
 fn uplink_drops(tb: &Testbed) -> u64 {
     tb.dir_stats()
         .0
