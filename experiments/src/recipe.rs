@@ -1081,15 +1081,60 @@ fn read_schedule(r: &mut Reader, n: &Node, duration_us: Option<u64>) -> Option<V
                 &join(&field, "at"),
                 "expected a time above 0 (the rate from 0 is link.rate)",
             );
-        } else if let Some(prev) = out.last()
-            && at <= prev.at_us
+        } else {
+            let timing = Timed {
+                what: "step",
+                strict: true,
+                never: "apply",
+            };
+            timing.check(
+                r,
+                at_node,
+                &field,
+                at,
+                out.last().map(|p| p.at_us),
+                duration_us,
+            );
+        }
+        out.push(RateStep { at_us: at, rate });
+    }
+    (r.errs.len() == before).then_some(out)
+}
+
+/// The time rule of a list of timed items (`link.schedule` steps, `commands`): each after the
+/// one before it (`strict`) or at the same time, and before the run's end, or it would never
+/// take effect.
+struct Timed {
+    /// What an item is called in messages ("step").
+    what: &'static str,
+    strict: bool,
+    /// What an item past the end would never do ("apply").
+    never: &'static str,
+}
+
+impl Timed {
+    fn check(
+        &self,
+        r: &mut Reader,
+        at_node: &Node,
+        field: &str,
+        at: u64,
+        prev: Option<u64>,
+        duration_us: Option<u64>,
+    ) {
+        let after = if self.strict { "after" } else { "at or after" };
+        if let Some(p) = prev
+            && (at < p || (self.strict && at == p))
         {
             r.err(
                 at_node,
-                &join(&field, "at"),
+                &join(field, "at"),
                 format!(
-                    "expected a time after the previous step's ({}); steps go in time order",
-                    show_us(prev.at_us)
+                    "expected a time {} the previous {}'s ({}); {}s go in time order",
+                    after,
+                    self.what,
+                    show_us(p),
+                    self.what
                 ),
             );
         } else if let Some(d) = duration_us
@@ -1097,16 +1142,16 @@ fn read_schedule(r: &mut Reader, n: &Node, duration_us: Option<u64>) -> Option<V
         {
             r.err(
                 at_node,
-                &join(&field, "at"),
+                &join(field, "at"),
                 format!(
-                    "the step is not before the end of the run (duration {}), so it would never apply",
-                    show_us(d)
+                    "the {} is not before the end of the run (duration {}), so it would never {}",
+                    self.what,
+                    show_us(d),
+                    self.never
                 ),
             );
         }
-        out.push(RateStep { at_us: at, rate });
     }
-    (r.errs.len() == before).then_some(out)
 }
 
 fn read_link(
@@ -2433,29 +2478,19 @@ fn read_commands(
             .and_then(|c| r.scalar(c, &cfield, COMMAND_FORM).map(|t| (c, t)));
         let at_node = item.get("at").unwrap_or(item);
         if let Some(at) = at {
-            if let Some(prev) = out.last()
-                && at < prev.at_us
-            {
-                r.err(
-                    at_node,
-                    &join(&field, "at"),
-                    format!(
-                        "expected a time at or after the previous command's ({}); commands go in time order",
-                        show_us(prev.at_us)
-                    ),
-                );
-            } else if let Some(d) = duration_us
-                && at >= d
-            {
-                r.err(
-                    at_node,
-                    &join(&field, "at"),
-                    format!(
-                        "the command is not before the end of the run (duration {}), so it would never run",
-                        show_us(d)
-                    ),
-                );
-            }
+            let timing = Timed {
+                what: "command",
+                strict: false,
+                never: "run",
+            };
+            timing.check(
+                r,
+                at_node,
+                &field,
+                at,
+                out.last().map(|p| p.at_us),
+                duration_us,
+            );
         }
         let Some((cnode, text)) = cmd else { continue };
         let words: Vec<&str> = text.split_whitespace().collect();
