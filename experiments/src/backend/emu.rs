@@ -29,7 +29,7 @@
 use super::commands::Commander;
 use super::udp::{
     Proc, ReceiverSummary, SenderSummary, agent_instances, ctl_path, file, flow_args_of, read_json,
-    sender_command, tempdir, to_run_data_of, wait_for_sender, wait_line, wait_text,
+    sender_command, tempdir, to_run_data_of, udp_send_args, wait_for_sender, wait_line, wait_text,
 };
 use super::{BackendError, RunContext, kernel};
 use crate::data::RunData;
@@ -266,9 +266,9 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             recv_name: "ccp-udp recv",
             send_name: "ccp-udp send",
             recv_args: vec![],
-            send_args: vec![],
+            send_args: udp_send_args(),
             rev_recv_args: vec![],
-            rev_send_args: vec![],
+            rev_send_args: udp_send_args(),
         },
     )
 }

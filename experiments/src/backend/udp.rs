@@ -199,6 +199,14 @@ impl SenderSummary {
     }
 }
 
+/// Arguments of every `ccp-udp send` ccp-exp starts. Its receivers run on the sender's machine
+/// (loopback, or the emulator's namespaces): one clock, no drift to forget, so the one-way
+/// delay's base is the flow's smallest (window 0), and a queue standing longer than ccp-udp's
+/// default window still counts as queueing in `fwd_qdelay` and in what the agent is handed.
+pub(crate) fn udp_send_args() -> Vec<std::ffi::OsString> {
+    vec!["--owd-base-window".into(), "0s".into()]
+}
+
 /// The agent's control socket in `sockdir`, for a recipe with commands.
 pub(crate) fn ctl_path(sockdir: &Path) -> PathBuf {
     sockdir.join("agent.ctl")
@@ -359,7 +367,16 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
         recv_addr.clone()
     };
 
-    let mut cmd = sender_command(&udp_bin, &target, &sockdir, r, &flows, &[], &raw, "send")?;
+    let mut cmd = sender_command(
+        &udp_bin,
+        &target,
+        &sockdir,
+        r,
+        &flows,
+        &udp_send_args(),
+        &raw,
+        "send",
+    )?;
     let mut commands = Commander::new(ctx, &ctl_path(&sockdir), &raw)?;
     let mut send = Proc::spawn(
         "ccp-udp send",
@@ -555,14 +572,6 @@ pub(crate) fn sender_command(
         ])
         .arg("--json")
         .arg(raw.join(format!("{stem}.json")));
-    // Both backends run the receiver on the sender's machine (loopback, or the emulator's
-    // namespaces): one clock, no drift to forget, so the one-way delay's base is the flow's
-    // smallest, and a queue standing longer than ccp-udp's default window still counts as
-    // queueing in `fwd_qdelay` and in what the agent is handed. ccp-quic (the quic backend)
-    // measures no one-way delay and has no such option.
-    if udp_bin.file_name().is_some_and(|n| n == "ccp-udp") {
-        cmd.args(["--owd-base-window", "0s"]);
-    }
     for f in flows {
         cmd.args(["--flow", f]);
     }
