@@ -510,22 +510,20 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         Option<std::process::ExitStatus>,
         Option<std::process::ExitStatus>,
     );
-    // What the uplink had carried when the warm-up ended, so that utilisation counts exactly
-    // the bytes after it (read from the emulator's live counters; None: the run ended first).
+    // What the uplink had carried over the run, read from the emulator's live counters every
+    // 20 ms, so that utilisation counts the bytes between the warm-up and the flows' end, not
+    // what the link carries after it (final acknowledgements, FINs, a last retransmission).
     let run_over = AtomicBool::new(false);
-    let (kernel_out, sent, at_warmup) = std::thread::scope(|sc| {
-        let warm_sampler = {
+    let (kernel_out, sent, uplink_samples) = std::thread::scope(|sc| {
+        let sampler = {
             let (tb, run_over) = (&tb, &run_over);
-            let warm = Duration::from_micros(r.metrics.warmup_us);
-            sc.spawn(move || -> Option<(f64, u64)> {
-                while t0.elapsed() < warm {
-                    if run_over.load(Ordering::Relaxed) {
-                        return None;
-                    }
-                    std::thread::sleep((warm - t0.elapsed()).min(Duration::from_millis(20)));
+            sc.spawn(move || -> Vec<(f64, u64)> {
+                let mut v = vec![(0.0, 0)];
+                while !run_over.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    v.push((t0.elapsed().as_secs_f64(), tb.stats().0.out_bytes));
                 }
-                let at = t0.elapsed().as_secs_f64();
-                Some((at, tb.stats().0.out_bytes))
+                v
             })
         };
         let handles: Vec<_> = kernel_flows
@@ -622,8 +620,8 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
             })
             .collect();
         run_over.store(true, Ordering::Relaxed);
-        let at_warmup = warm_sampler.join().ok().flatten();
-        (out, sent, at_warmup)
+        let samples = sampler.join().unwrap_or_default();
+        (out, sent, samples)
     });
     if let Some(mut s) = agents.take() {
         s.agent.terminate(Duration::from_secs(2));
@@ -716,14 +714,56 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         ));
     }
     if data.end_s > 0.0 {
-        data.link_tx = match at_warmup {
-            // Two steps split where the warm-up ended (a few ms after it, as sampled).
-            Some((at, bytes)) if r.metrics.warmup_us > 0 && at < data.end_s => vec![
-                (at, bytes),
-                (data.end_s, up.out_bytes.saturating_sub(bytes)),
-            ],
-            _ => vec![(data.end_s, up.out_bytes)],
-        };
+        let warm = r.metrics.warmup_us as f64 / 1e6;
+        data.link_tx = link_steps(&uplink_samples, warm, data.end_s, up.out_bytes);
     }
     Ok(data)
+}
+
+/// The uplink's bytes as `link_tx` steps: up to the warm-up's end `warm` and from there to the
+/// flows' end `end` (s from the run's start), each read off the counter's `samples`
+/// (`(s, bytes)` in time order) by linear interpolation between the two around it. What the
+/// link carries after `end` is left out; a point after the last sample reads the counter's
+/// final value `total`.
+fn link_steps(samples: &[(f64, u64)], warm: f64, end: f64, total: u64) -> Vec<(f64, u64)> {
+    let at = |t: f64| -> u64 {
+        match samples.iter().position(|&(s, _)| s >= t) {
+            None => total,
+            Some(0) => samples[0].1,
+            Some(k) => {
+                let ((a, ba), (b, bb)) = (samples[k - 1], samples[k]);
+                let f = if b > a { (t - a) / (b - a) } else { 1.0 };
+                ba + (bb.saturating_sub(ba) as f64 * f).round() as u64
+            }
+        }
+    };
+    let e = at(end).min(total);
+    if warm > 0.0 && warm < end {
+        let w = at(warm).min(e);
+        vec![(warm, w), (end, e - w)]
+    } else {
+        vec![(end, e)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::link_steps;
+
+    #[test]
+    fn link_steps_cut_at_the_warm_up_and_the_flows_end() {
+        let samples = [(0.0, 0), (1.0, 100), (2.0, 300), (3.0, 350)];
+        // Interpolated at 0.5 s (50) and 2.5 s (325); the 75 bytes after the end are left out.
+        assert_eq!(
+            link_steps(&samples, 0.5, 2.5, 400),
+            vec![(0.5, 50), (2.5, 275)]
+        );
+        // No warm-up: one step to the end.
+        assert_eq!(link_steps(&samples, 0.0, 2.0, 400), vec![(2.0, 300)]);
+        // An end after the last sample reads the counter's final value.
+        assert_eq!(
+            link_steps(&samples, 1.0, 4.0, 400),
+            vec![(1.0, 100), (4.0, 300)]
+        );
+    }
 }
