@@ -1,20 +1,21 @@
 //! Command-line pieces shared by the datapath binaries (`ccp-udp` and `ccp-quic`): clap
 //! argument groups to `#[command(flatten)]` into a binary's own arguments, and the helpers
-//! every binary needs (logging, the stop flag, `--flow` specs, JSON output).
+//! every binary needs (logging, the stop flag, `--flow` specs, JSON output, `--flows-out`).
 //!
 //! The groups keep the flag names, defaults and help texts of `ccp-udp`'s original options, so
 //! both binaries accept the same command lines for the options they share.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
 use crate::ccp::{BackendKind, CcpConfig, CcpCounters, ControlPlane};
-use crate::sender::{Amount, FlowSpec};
+use crate::sender::{Amount, FlowSpec, FlowStart};
 
 /// Log output format: human-readable lines (`text`) or one JSON object per event (`json`).
 // The variants have no doc comments: clap would list them in the help texts, which stay as
@@ -184,6 +185,36 @@ pub struct OutputArgs {
     /// Trace sampling interval, e.g. 10ms
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10ms")]
     pub trace_interval: Duration,
+}
+
+/// `--flows-out FILE`: every flow's start ([`FlowStart`]) as one JSON line,
+/// `{"flow":N,"flow_id":ID,"src":"IP:PORT","at_us":T}`, written whole and unbuffered as the
+/// flow's socket is bound (before its HELLO), so another process can read each flow's source
+/// address while the sender runs. `flow` is the index the summaries (`--json`) use, `src` the
+/// address the agent knows the flow by, `at_us` µs since the sender started. The file is
+/// created empty before any flow starts.
+pub struct FlowsOut {
+    file: Mutex<std::fs::File>,
+}
+
+impl FlowsOut {
+    /// Creates (or truncates) `path`.
+    pub fn create(path: &Path) -> Result<FlowsOut> {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(FlowsOut {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends `s` as one line (one write, so a reader never sees two lines interleaved).
+    pub fn announce(&self, s: &FlowStart) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(s)?;
+        line.push('\n');
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.write_all(line.as_bytes())?;
+        f.flush()
+    }
 }
 
 /// A flag set on Ctrl-C (SIGINT) or SIGTERM.

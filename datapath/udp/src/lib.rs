@@ -15,7 +15,8 @@
 //! Module map:
 //! * [`cc`]: the seam to controllers ([`cc::FlowController`], [`cc::AckSample`], [`cc::FlowMeta`]);
 //! * [`packet`]: the wire format; [`pattern`]: stream content;
-//! * [`sender`]: [`run_sender`] and the per-flow state machine (loss detection, recovery,
+//! * [`sender`]: [`run_sender`] ([`run_sender_announcing`] also reports each flow's source
+//!   address as it starts) and the per-flow state machine (loss detection, recovery,
 //!   GSO batching, pacing, samples, trace); [`rtt`] and [`pacing`] hold its estimators;
 //! * [`receiver`]: [`run_receiver`], reassembly, hashing and the ACK policy; [`ranges`] keeps
 //!   the received packet numbers;
@@ -61,5 +62,8 @@ pub mod summary;
 pub use error::Error;
 pub use receiver::{ReceiverConfig, ReceiverReport, run_receiver, run_receiver_report};
 pub use relay::{RelayConfig, RelayStats, run_relay};
-pub use sender::{Amount, ControllerFactory, FlowSpec, SenderConfig, run_sender};
+pub use sender::{
+    Amount, ControllerFactory, FlowSpec, FlowStart, SenderConfig, StartHook, run_sender,
+    run_sender_announcing,
+};
 pub use summary::{ReceiverSummary, SenderSummary, TraceSample};

@@ -219,6 +219,24 @@ impl SenderConfig {
 /// Makes a controller for a flow (called on the flow's thread after its handshake).
 pub type ControllerFactory<'a> = dyn Fn(&FlowMeta) -> Box<dyn FlowController> + Sync + 'a;
 
+/// A flow's start, as [`run_sender_announcing`] reports it: once the flow's socket is bound and
+/// connected, before its first HELLO, so before the agent can know the flow.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowStart {
+    /// Index of the flow in [`SenderConfig::flows`] (its summary's `flow`).
+    pub flow: usize,
+    /// The flow's id (its summary's `flow_id`).
+    pub flow_id: u32,
+    /// The flow's source address, which the agent knows it by (its summary's `local`).
+    pub src: SocketAddr,
+    /// When the socket was bound, µs since the sender started (the clock of
+    /// [`FlowSpec::start_after`]).
+    pub at_us: u64,
+}
+
+/// Told of every flow's start, on the flow's thread; an error fails the flow.
+pub type StartHook<'a> = dyn Fn(&FlowStart) -> stdio::Result<()> + Sync + 'a;
+
 /// Runs every flow of `cfg` to completion (or until `stop`) and returns their summaries in the
 /// order of `cfg.flows`. If any flow fails, the others are stopped and the first failure (in
 /// flow order) is returned.
@@ -227,7 +245,20 @@ pub fn run_sender(
     make: &(dyn Fn(&FlowMeta) -> Box<dyn FlowController> + Sync),
     stop: &AtomicBool,
 ) -> Result<Vec<SenderSummary>, Error> {
+    run_sender_announcing(cfg, make, stop, &|_| Ok(()))
+}
+
+/// [`run_sender`], telling `announce` of each flow's start ([`FlowStart`]: its index and source
+/// address) as soon as its socket is bound, while the flows run. A failed announcement fails
+/// its flow (and so the sender).
+pub fn run_sender_announcing(
+    cfg: &SenderConfig,
+    make: &(dyn Fn(&FlowMeta) -> Box<dyn FlowController> + Sync),
+    stop: &AtomicBool,
+    announce: &StartHook<'_>,
+) -> Result<Vec<SenderSummary>, Error> {
     cfg.validate()?;
+    let epoch = Instant::now();
     let ids = flow_ids(cfg.flows.len());
     let abort = AtomicBool::new(false);
     let results: Vec<Result<SenderSummary, Error>> = std::thread::scope(|s| {
@@ -239,7 +270,7 @@ pub fn run_sender(
                 std::thread::Builder::new()
                     .name(format!("ccp-udp-flow-{i}"))
                     .spawn_scoped(s, move || {
-                        let r = run_flow(cfg, i, id, make, stop, abort);
+                        let r = run_flow(cfg, i, id, make, stop, abort, epoch, announce);
                         if r.is_err() {
                             abort.store(true, Ordering::Relaxed);
                         }
@@ -293,7 +324,8 @@ fn ipv4_host_order(ip: IpAddr) -> u32 {
     }
 }
 
-/// One flow from socket to summary.
+/// One flow from socket to summary; its start (bound socket) is announced before its HELLO.
+#[allow(clippy::too_many_arguments)]
 fn run_flow(
     cfg: &SenderConfig,
     index: usize,
@@ -301,6 +333,8 @@ fn run_flow(
     make: &ControllerFactory<'_>,
     stop: &AtomicBool,
     abort: &AtomicBool,
+    epoch: Instant,
+    announce: &StartHook<'_>,
 ) -> Result<SenderSummary, Error> {
     let spec = &cfg.flows[index];
     let halted = || stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed);
@@ -308,7 +342,7 @@ fn run_flow(
     let start_at = Instant::now() + spec.start_after;
     while Instant::now() < start_at {
         if halted() {
-            return Ok(unstarted_summary(cfg, index, flow_id));
+            return Ok(unstarted_summary(cfg, index, flow_id, None));
         }
         std::thread::sleep((start_at - Instant::now()).min(Duration::from_millis(20)));
     }
@@ -334,10 +368,17 @@ fn run_flow(
         tracing::debug!("ECN marking unavailable: {e}");
     }
     sio::set_timer_slack_ns(1_000);
+    announce(&FlowStart {
+        flow: index,
+        flow_id,
+        src: local,
+        at_us: epoch.elapsed().as_micros() as u64,
+    })
+    .map_err(|e| Error::io(format!("announcing flow {index}'s start ({local})"), e))?;
 
     let hs = match handshake(&sock, cfg, flow_id, &halted)? {
         Some(hs) => hs,
-        None => return Ok(unstarted_summary(cfg, index, flow_id)),
+        None => return Ok(unstarted_summary(cfg, index, flow_id, Some(local))),
     };
     tracing::debug!(
         flow = format_args!("{flow_id:08x}"),
@@ -363,14 +404,21 @@ fn run_flow(
     Ok(flow.summary())
 }
 
-fn unstarted_summary(cfg: &SenderConfig, index: usize, flow_id: u32) -> SenderSummary {
+/// The summary of a flow stopped before its handshake completed; `local`: its address if its
+/// socket was bound.
+fn unstarted_summary(
+    cfg: &SenderConfig,
+    index: usize,
+    flow_id: u32,
+    local: Option<SocketAddr>,
+) -> SenderSummary {
     let spec = &cfg.flows[index];
     SenderSummary {
         flow: index,
         flow_id,
         algorithm: spec.algorithm.clone(),
         controllers: Vec::new(),
-        local: String::new(),
+        local: local.map(|a| a.to_string()).unwrap_or_default(),
         remote: cfg.dest.to_string(),
         mss: cfg.mss,
         bytes: 0,

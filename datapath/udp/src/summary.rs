@@ -53,7 +53,8 @@ pub struct SenderSummary {
     pub algorithm: String,
     /// Controllers that were in charge, in order of first appearance.
     pub controllers: Vec<String>,
-    /// Local address of the flow's socket.
+    /// Local address of the flow's socket (what the agent knows the flow by; the `src` its
+    /// start announced, [`crate::sender::FlowStart`]); empty if the flow never bound one.
     pub local: String,
     /// Receiver address.
     pub remote: String,

@@ -3,12 +3,12 @@
 use anyhow::{Context, Result, bail};
 use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
-    CcpArgs, FlowArgs, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
+    CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
 };
 use ccp_udp::relay::{RelayConfig, run_relay};
 use ccp_udp::reno::BuiltinReno;
 use ccp_udp::summary::{ReceiverSummary, SenderSummary};
-use ccp_udp::{ReceiverConfig, SenderConfig, run_receiver, run_sender};
+use ccp_udp::{ReceiverConfig, SenderConfig, run_receiver, run_sender, run_sender_announcing};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,6 +76,13 @@ struct SendArgs {
     init_cwnd: u32,
     #[command(flatten)]
     out: OutputArgs,
+    /// Announce each flow's source address as it starts: one JSON line per flow,
+    /// {"flow":N,"flow_id":ID,"src":"IP:PORT","at_us":T}, written to this file (created empty
+    /// first) once the flow's socket is bound, before its HELLO, while the others run. N is the
+    /// flow's index as in the summaries (--json), SRC the address the agent knows it by, T µs
+    /// since the sender started
+    #[arg(long, value_name = "FILE")]
+    flows_out: Option<PathBuf>,
     /// Do not use UDP GSO
     #[arg(long)]
     no_gso: bool,
@@ -178,7 +185,13 @@ fn send(a: SendArgs) -> Result<()> {
             None => Box::new(BuiltinReno::new(m.mss, m.init_cwnd)),
         }
     };
-    let summaries = run_sender(&cfg, &make, &stop)?;
+    let summaries = match &a.flows_out {
+        Some(path) => {
+            let out = FlowsOut::create(path)?;
+            run_sender_announcing(&cfg, &make, &stop, &|s| out.announce(s))?
+        }
+        None => run_sender(&cfg, &make, &stop)?,
+    };
     for s in &summaries {
         print_sender(s);
     }
