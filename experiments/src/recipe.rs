@@ -2426,11 +2426,6 @@ fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
     if r.errs.len() > before { None } else { Some(u) }
 }
 
-/// On the udp and emu backends a command finds its flow among the agent's live flows by the
-/// flow's algorithm and parameters, and among flows alike in both by the order they reached the
-/// agent, which follows their starts when these are at least this far apart, µs.
-pub const COMMAND_START_GAP_US: u64 = 100_000;
-
 const COMMAND_FORM: &str = "a command such as \"set-params flow=0 min=20mbit\"";
 
 /// `commands`: a list of `{at: DURATION, command: "set-params flow=N KEY=VALUE ..."}` in time
@@ -2634,26 +2629,6 @@ fn read_commands(
         if let Err(e) = (spec.build)(&old).set_params(&new) {
             bad(r, format!("flow={k}: {e}"));
             continue;
-        }
-        if matches!(backend, Some(Backend::Udp | Backend::Emu)) {
-            let alike = instances.iter().enumerate().find(|(j, (e, _, s))| {
-                *j != k
-                    && kernel_cc(&flows[*e].algorithm).is_none()
-                    && s.abs_diff(start) < COMMAND_START_GAP_US
-                    && params_after(flows, &out, *j).as_ref() == Some(&old)
-            });
-            if let Some((j, _)) = alike {
-                bad(
-                    r,
-                    format!(
-                        "flow={k} and flow={j} start within {} of each other with the same algorithm and parameters, so on backend {} the agent's flows cannot tell which is flow={k}; start them at least {} apart or give them different params",
-                        show_us(COMMAND_START_GAP_US),
-                        backend.map_or("", Backend::name),
-                        show_us(COMMAND_START_GAP_US)
-                    ),
-                );
-                continue;
-            }
         }
         out.push(AgentCommand {
             at_us: at.unwrap_or(0),

@@ -1,8 +1,9 @@
 //! `commands`: timed `set-params` commands to the agent in a recipe. On the simulator a raised
 //! Hercules requirement moves the flow's rate after the command and not before (against the
 //! same run without it); on loopback (udp) the command reaches the live agent through
-//! `ccp-agent ctl`, is logged, and a command the agent cannot apply fails the run; on the
-//! emulator (root only) the same. Parsing errors are in the broken-recipe corpus
+//! `ccp-agent ctl` at the address the sender announced for the flow (also one of two flows
+//! alike in everything and started together), is logged, and a command the agent cannot apply
+//! fails the run; on the emulator (root only) the same. Parsing errors are in the broken-recipe corpus
 //! (tests/broken/51-57).
 
 mod common;
@@ -103,18 +104,17 @@ fn run_raw(dir: &Path, yaml: &str) -> std::process::Output {
 }
 
 #[test]
-fn a_command_reaches_the_live_agent_on_loopback() {
-    // Two bounded Hercules flows requiring 5 Mbit/s (capped at b = 7.5) on loopback, the second
-    // starting 0.5 s later with the same parameters (told apart by the order they reached the
-    // agent); at 3 s the second's requirement rises to 20 Mbit/s (b = 30). Loopback has no
-    // bottleneck, so each runs at its bound. Measured: 7.3 / 7.3 Mbit/s over 1-3 s, 7.3 / 29.3
-    // over 4-6 s.
+fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
+    // Two bounded Hercules flows requiring 5 Mbit/s (capped at b = 7.5) on loopback, alike in
+    // algorithm and parameters and started at the same instant: only the address each one's
+    // sender announced as it started tells them apart. At 3 s the second's requirement rises
+    // to 20 Mbit/s (b = 30). Loopback has no bottleneck, so each runs at its bound. Measured:
+    // 7.3 / 7.3 Mbit/s over 1-3 s, 7.3 / 29.3 over 4-6 s.
     let dir = tempfile::tempdir().unwrap();
     let out = run_raw(
         dir.path(),
         "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
-         flows:\n  - {algorithm: hercules, params: {min: 5mbit, bounded: true}}\n  \
-         - {algorithm: hercules, params: {min: 5mbit, bounded: true}, start: 500ms}\n\
+         flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
          commands: [{at: 3s, command: \"set-params flow=1 min=20mbit\"}]\n",
     );
     let text = format!(
@@ -132,19 +132,29 @@ fn a_command_reaches_the_live_agent_on_loopback() {
         g(1, 4.0, 6.0),
     );
     eprintln!("flow 0: {a0:.2} -> {a1:.2}, flow 1: {b0:.2} -> {b1:.2} Mbit/s");
+    // The second flow leaves its old bound; the first stays at it.
     assert!(b1 >= 2.5 * b0, "flow 1: {b0} -> {b1}");
     assert!(
         b0 <= 8.0 && a0 <= 8.0 && a1 <= 8.0,
         "above the bound: {a0} {a1} {b0}"
     );
     assert!(a1 >= 0.7 * a0, "flow 0 changed: {a0} -> {a1}");
+    // The command went to the address the sender gives for its flow 1 at the end.
+    let sent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("raw/send.json")).unwrap()).unwrap();
+    let local = sent["flows"][1]["local"].as_str().unwrap().to_string();
+    assert_ne!(local, sent["flows"][0]["local"].as_str().unwrap());
     let log = std::fs::read_to_string(run.join("raw/commands.log")).unwrap();
     assert!(
-        log.contains("ccp-agent ctl set-params 127.0.0.1:") && log.contains("-> ok flow 2"),
-        "{log}"
+        log.contains(&format!(
+            "ccp-agent ctl set-params {local} min=20mbit -> ok flow"
+        )) && log.contains(&format!("raw/send-flows.jsonl: flow 1 at {local}")),
+        "{local}: {log}"
     );
     assert!(
-        notes(&run).contains("agent commands: 1 run"),
+        notes(&run).contains(&format!(
+            "agent commands: 1 run through ccp-agent ctl (flow=1 at {local};"
+        )),
         "{}",
         notes(&run)
     );

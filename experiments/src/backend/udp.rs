@@ -538,8 +538,9 @@ impl Drop for SockDir {
 }
 
 /// The `ccp-udp send` command of a run (the `--flow` specs `flows`, the agent's socket
-/// `agent.sock` and the datapath's socket in `sockdir`, JSON summary into `raw`, then the
-/// transport's own `extra` arguments), with all its arguments recorded in `raw/<stem>.args`;
+/// `agent.sock` and the datapath's socket in `sockdir`, JSON summary into `raw`, with commands
+/// the flows' announced addresses into `raw/<stem>-flows.jsonl`, then the transport's own
+/// `extra` arguments), with all its arguments recorded in `raw/<stem>.args`;
 /// `stem` names its files (`send`; `send-rev` for the emulator's reverse flows, whose
 /// datapath socket is then `datapath-rev.sock`).
 #[allow(clippy::too_many_arguments)]
@@ -574,6 +575,12 @@ pub(crate) fn sender_command(
         .arg(raw.join(format!("{stem}.json")));
     for f in flows {
         cmd.args(["--flow", f]);
+    }
+    if !r.commands.is_empty() {
+        // Each flow's source address as it starts, for the commands (ccp-udp's option; the
+        // recipes of the other transports have no commands).
+        cmd.arg("--flows-out")
+            .arg(super::commands::flows_out_path(raw, stem));
     }
     cmd.args(extra);
     let args: Vec<String> = cmd
