@@ -24,8 +24,11 @@
 //! * [`wire`]: what the stream carries (header, pattern content, trailer or reset), the
 //!   receiver's check of every byte against the pattern, and the verdict;
 //! * [`tls`]: the receiver's self-signed certificate, made at start;
+//! * [`arrivals`]: what reached the receiver when, and which stream bytes the sender saw
+//!   acknowledged, from s2n-quic's connection events;
 //! * [`summary`]: per-flow reports, in the udp datapath's JSON shape; [`error`]: [`Error`].
 
+pub mod arrivals;
 pub mod controller;
 pub mod error;
 pub mod receiver;

@@ -6,6 +6,7 @@
 //! verdict of [`crate::wire`] and reports a [`ReceiverSummary`]. Its own congestion controller is s2n-quic's default (CUBIC): it only
 //! sends ACKs and the verdict.
 
+use crate::arrivals::{ArrivalSubscriber, arrivals_of};
 use crate::error::Error;
 use crate::sender::wide_limits;
 use crate::summary::ReceiverSummary;
@@ -112,6 +113,8 @@ async fn serve(
         .map_err(|e| serr(&e))?
         .with_limits(limits)
         .map_err(|e| serr(&e))?
+        .with_event(ArrivalSubscriber)
+        .map_err(|e| serr(&e))?
         .start()
         .map_err(|e| serr(&e))?;
     let addr = server.local_addr().map_err(|source| Error::Socket {
@@ -205,8 +208,11 @@ async fn serve_flow(
         duration_s: 0.0,
         goodput_mbps: 0.0,
         longest_stall_ms: 0.0,
+        arrivals: Vec::new(),
         error: None,
     };
+    // What reached the receiver when, noted by the connection's events from its first packet.
+    let record = arrivals_of(&conn);
     let mut stream = match conn.accept_bidirectional_stream().await {
         Ok(Some(st)) => st,
         Ok(None) => {
@@ -303,6 +309,10 @@ async fn serve_flow(
     s.duration_s = first.map_or(0.0, |f| (end - f).as_secs_f64());
     s.goodput_mbps = ccp_udp::summary::mbps(len, s.duration_s);
     s.longest_stall_ms = longest.as_secs_f64() * 1e3;
+    if let Some(r) = record {
+        let r = r.lock().unwrap_or_else(|p| p.into_inner());
+        s.arrivals = r.finish(r.since_zero_us(end), len);
+    }
     match ended {
         Ended::Failed(e) => s.error = Some(e),
         Ended::Fin => match trailer {

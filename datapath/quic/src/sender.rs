@@ -12,6 +12,7 @@
 //! and samples the trace. The flow ends with the receiver's verdict, whose length is the
 //! flow's delivered bytes.
 
+use crate::arrivals::AckSubscriber;
 use crate::controller::{CcpEndpoint, Factory, FlowProbe};
 use crate::error::Error;
 use crate::summary::SenderSummary;
@@ -235,6 +236,8 @@ async fn run_flow(
         cfg.dest,
     );
     let mtu = mtu_for(cfg.mss, &cfg.dest)?;
+    // Which stream bytes the receiver acknowledged, for the trace.
+    let acked = AckSubscriber::default();
     let serr = |e: &dyn std::fmt::Display| Error::Start(e.to_string());
     let io = s2n_quic::provider::io::tokio::Builder::default()
         .with_rx_socket(socket)
@@ -256,6 +259,8 @@ async fn run_flow(
         .map_err(|e| serr(&e))?
         .with_congestion_controller(endpoint)
         .map_err(|e| serr(&e))?
+        .with_event(acked.clone())
+        .map_err(|e| serr(&e))?
         .start()
         .map_err(|e| serr(&e))?;
 
@@ -264,10 +269,11 @@ async fn run_flow(
     let t_start = Arc::new(std::sync::Mutex::new(None::<Instant>));
     let sampler = {
         let probe = probe.clone();
+        let acked = acked.clone();
         let done = done.clone();
         let t_start = t_start.clone();
         let trace_every = cfg.trace_interval.max(Duration::from_millis(1));
-        tokio::spawn(async move { sample(probe, done, t_start, trace_every).await })
+        tokio::spawn(async move { sample(probe, acked, done, t_start, trace_every).await })
     };
 
     let t_hs = Instant::now();
@@ -510,9 +516,11 @@ async fn wait_end(deadline: Option<Instant>, stop: &AtomicBool) -> wire::End {
 }
 
 /// Tick the controller every half tick period and sample the trace every `every`, until
-/// `done`.
+/// `done`. The samples' byte counts are stream content bytes the receiver acknowledged
+/// (`acked`): in order (`delivered_bytes`) and beyond a hole too (`received_bytes`).
 async fn sample(
     probe: FlowProbe,
+    acked: AckSubscriber,
     done: Arc<AtomicBool>,
     t_start: Arc<std::sync::Mutex<Option<Instant>>>,
     every: Duration,
@@ -529,14 +537,15 @@ async fn sample(
             // Samples start with the handshake's end, like the udp datapath's.
             let t0 = *t_start.lock().unwrap_or_else(|p| p.into_inner());
             if let (Some(t0), Some(s)) = (t0, probe.snapshot()) {
+                let (in_order, distinct) = acked.counts();
                 trace.push(TraceSample {
                     t_s: now.saturating_duration_since(t0).as_secs_f64(),
                     cwnd_bytes: s.cwnd,
                     pacing_rate_bps: s.rate,
                     srtt_us: s.srtt_us,
                     bytes_in_flight: u64::from(s.bytes_in_flight),
-                    delivered_bytes: s.acked_bytes,
-                    received_bytes: None,
+                    delivered_bytes: in_order,
+                    received_bytes: Some(distinct),
                     controller: s.controller,
                     owd_excess_us: None,
                 });

@@ -4,7 +4,7 @@
 //! [`ccp_udp::summary::TraceSample`]s, and [`write_trace_csv`] writes them with
 //! [`ccp_udp::summary::write_trace_rows`], in the udp datapath's CSV layout.
 
-use ccp_udp::summary::{TRACE_CSV_HEADER, TraceSample, write_trace_rows};
+use ccp_udp::summary::{Arrival, TRACE_CSV_HEADER, TraceSample, write_trace_rows};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 
@@ -92,10 +92,13 @@ pub struct SenderSummary {
     pub receiver_intact: Option<bool>,
     /// The transfer was cut short by the stop flag.
     pub stopped_early: bool,
-    /// State samples; `delivered_bytes` counts acknowledged UDP payload bytes (QUIC
-    /// acknowledges packets, not stream offsets), a few percent above stream bytes. Packets
-    /// acknowledged just before a reset whose data the receiver had not yet read count here
-    /// but not in `bytes` (the receiver's stack discards them at the reset).
+    /// State samples. Their byte counts are stream content bytes the receiver acknowledged,
+    /// as the udp datapath's: `delivered_bytes` in order (it stalls while a loss is repaired,
+    /// then jumps), `received_bytes` beyond a hole too ([`crate::arrivals::AckedStream`]:
+    /// the stream ranges each acknowledged packet carried) — not the packets' UDP payload
+    /// bytes (`sent_bytes`), about 2.5 % more. Stream bytes acknowledged beyond a hole just
+    /// before a reset count in `received_bytes` but not in `bytes` if the hole was never
+    /// filled (the receiver's stack discards them at the reset).
     pub trace: Vec<TraceSample>,
 }
 
@@ -137,6 +140,14 @@ pub struct ReceiverSummary {
     pub goodput_mbps: f64,
     /// Longest interval without new stream bytes, ms.
     pub longest_stall_ms: f64,
+    /// Content bytes that had reached the receiver over time, in order or beyond a hole, each
+    /// counted once when it first arrived ([`crate::arrivals`]): a record at the first data,
+    /// then at most every 10 ms while data comes, and one when the stream ended, which equals
+    /// `bytes`. Times count from when the connection's first packet reached the receiver,
+    /// about half the handshake's RTT before the sender's time zero — the udp datapath's
+    /// `arrivals`, in its shape and time base.
+    #[serde(default)]
+    pub arrivals: Vec<Arrival>,
     /// Why the stream failed, if it did.
     pub error: Option<String>,
 }

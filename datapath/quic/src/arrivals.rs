@@ -1,0 +1,410 @@
+//! Which stream bytes crossed the path, and when, told by s2n-quic's connection events
+//! (`s2n_quic::provider::event`) rather than by the stream API, which hands bytes over only in
+//! order: while a lost packet is repaired, what arrives behind the hole waits in the stack's
+//! receive buffer, and the application's in-order count stalls and then jumps.
+//!
+//! * The receiver ([`ArrivalSubscriber`]) notes every STREAM frame of a flow's stream as it
+//!   arrives ([`StreamArrivals`]): each stream byte counts once, whenever it first arrives, in
+//!   order or beyond a hole. Every [`ARRIVAL_INTERVAL_US`] (10 ms) at most, when data comes,
+//!   it records the count ([`Arrival`], ccp-udp's record), counted from when the connection's
+//!   first packet reached the receiver — as ccp-udp counts from the flow's HELLO: about half
+//!   the handshake's RTT before the sender's time zero (its handshake ends when the
+//!   receiver's answer to that packet reaches it). The records are the receiver summary's
+//!   `arrivals`.
+//! * The sender ([`AckSubscriber`]) notes which stream bytes each 1-RTT packet carried and,
+//!   from every ACK range, which of them the receiver acknowledged ([`AckedStream`]): its
+//!   trace counts acknowledged stream content bytes, in order (`delivered_bytes`) and beyond a
+//!   hole too (`received_bytes`), as ccp-udp's does — not the QUIC packets' bytes, which
+//!   include their headers, frame headers and AEAD tags.
+//!
+//! Both count stream content: the stream's [`wire::HEADER_LEN`]-byte header is left out;
+//! a sized flow's trailer follows the content and is left out of the receiver's records when
+//! the flow ends (they are capped at the bytes it read).
+
+use crate::wire;
+pub use ccp_udp::summary::{ARRIVAL_INTERVAL_US, Arrival};
+use s2n_quic::provider::event::{ConnectionInfo, ConnectionMeta, Subscriber, events};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// The stream that carries a flow: the client's first bidirectional stream (RFC 9000 §2.1).
+pub const FLOW_STREAM: u64 = 0;
+
+/// Disjoint, non-adjacent half-open byte ranges `[start, end)`, keyed by start.
+#[derive(Clone, Debug, Default)]
+pub struct ByteRanges {
+    r: BTreeMap<u64, u64>,
+    total: u64,
+}
+
+impl ByteRanges {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `[start, end)`; returns how many of its bytes were new.
+    pub fn insert(&mut self, start: u64, end: u64) -> u64 {
+        if end <= start {
+            return 0;
+        }
+        let (mut lo, mut hi) = (start, end);
+        let mut covered = 0;
+        // A range that starts before `start` and reaches it merges.
+        if let Some((&s, &e)) = self.r.range(..=start).next_back()
+            && e >= start
+        {
+            lo = s;
+            hi = hi.max(e);
+            covered += e - s;
+            self.r.remove(&s);
+        }
+        // Ranges starting within `[start, hi]` merge too.
+        while let Some((&s, &e)) = self.r.range(start..=hi).next() {
+            hi = hi.max(e);
+            covered += e - s;
+            self.r.remove(&s);
+        }
+        self.r.insert(lo, hi);
+        let added = (hi - lo) - covered;
+        self.total += added;
+        added
+    }
+
+    /// Bytes in the set.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// End of the range that starts at 0 (0 if none does): the contiguous prefix.
+    pub fn prefix(&self) -> u64 {
+        self.r.get(&0).copied().unwrap_or(0)
+    }
+
+    /// Number of disjoint ranges (holes + 1, when the prefix is there).
+    pub fn len(&self) -> usize {
+        self.r.len()
+    }
+
+    /// No bytes.
+    pub fn is_empty(&self) -> bool {
+        self.r.is_empty()
+    }
+}
+
+/// Content bytes among the first `stream_bytes` stream bytes, or among `stream_bytes` distinct
+/// ones: the header is not content.
+fn content_of(stream_bytes: u64) -> u64 {
+    stream_bytes.saturating_sub(wire::HEADER_LEN as u64)
+}
+
+/// The receiver's record of one flow's stream: which bytes arrived, and samples of how many.
+#[derive(Clone, Debug)]
+pub struct StreamArrivals {
+    /// When the connection's first packet reached the receiver: the records' time zero.
+    zero: Instant,
+    got: ByteRanges,
+    /// Samples: µs since `zero`, distinct stream bytes (header included).
+    samples: Vec<(u64, u64)>,
+    next_us: u64,
+}
+
+impl StreamArrivals {
+    /// A record whose times count from `zero`.
+    pub fn new(zero: Instant) -> Self {
+        StreamArrivals {
+            zero,
+            got: ByteRanges::new(),
+            samples: Vec::new(),
+            next_us: 0,
+        }
+    }
+
+    /// µs from the record's zero to `now`.
+    pub fn since_zero_us(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.zero).as_micros() as u64
+    }
+
+    /// Stream bytes `[offset, offset + len)` arrived `now_us` after zero; records the count if
+    /// a sample is due (the first data, then at least [`ARRIVAL_INTERVAL_US`] after the last).
+    pub fn on_stream(&mut self, offset: u64, len: u64, now_us: u64) {
+        self.got.insert(offset, offset + len);
+        if now_us >= self.next_us {
+            self.next_us = now_us + ARRIVAL_INTERVAL_US;
+            self.samples.push((now_us, self.got.total()));
+        }
+    }
+
+    /// Distinct stream bytes that arrived so far (header included).
+    pub fn stream_bytes(&self) -> u64 {
+        self.got.total()
+    }
+
+    /// The records, in content bytes, ending with one at `end_us` (when the stream ended):
+    /// each sample's distinct stream bytes less the header, capped at `content` (the bytes the
+    /// receiver read: a sized flow's trailer is not content; bytes beyond a hole the sender's
+    /// reset abandoned were never delivered).
+    pub fn finish(&self, end_us: u64, content: u64) -> Vec<Arrival> {
+        let last = (
+            end_us.max(self.samples.last().map_or(0, |s| s.0)),
+            self.got.total(),
+        );
+        self.samples
+            .iter()
+            .chain(std::iter::once(&last))
+            .map(|&(t_us, b)| Arrival {
+                t_s: t_us as f64 / 1e6,
+                bytes: content_of(b).min(content),
+            })
+            .collect()
+    }
+}
+
+/// A flow's [`StreamArrivals`], shared between the connection's events and the task that
+/// reads the stream.
+pub type SharedArrivals = Arc<Mutex<StreamArrivals>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The receiver's event subscriber: a [`StreamArrivals`] per connection (its context, which
+/// the application gets with `Connection::query_event_context`), fed with the STREAM frames of
+/// [`FLOW_STREAM`] as they arrive.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ArrivalSubscriber;
+
+impl Subscriber for ArrivalSubscriber {
+    type ConnectionContext = SharedArrivals;
+
+    fn create_connection_context(
+        &mut self,
+        _meta: &ConnectionMeta,
+        _info: &ConnectionInfo,
+    ) -> SharedArrivals {
+        // A server creates the connection when its first Initial packet arrives.
+        Arc::new(Mutex::new(StreamArrivals::new(Instant::now())))
+    }
+
+    fn on_frame_received(
+        &mut self,
+        context: &mut SharedArrivals,
+        _meta: &ConnectionMeta,
+        event: &events::FrameReceived,
+    ) {
+        if let events::Frame::Stream {
+            id, offset, len, ..
+        } = event.frame
+            && id == FLOW_STREAM
+        {
+            let now = Instant::now();
+            let mut a = lock(context);
+            let now_us = a.since_zero_us(now);
+            a.on_stream(offset, u64::from(len), now_us);
+        }
+    }
+}
+
+/// The receiver's record of `conn`'s flow (None if the connection is gone).
+pub fn arrivals_of(conn: &s2n_quic::Connection) -> Option<SharedArrivals> {
+    conn.query_event_context(|c: &SharedArrivals| c.clone())
+        .ok()
+}
+
+/// The sender's record of which stream bytes the receiver acknowledged.
+#[derive(Clone, Debug, Default)]
+pub struct AckedStream {
+    /// Stream ranges each 1-RTT packet not yet acknowledged carried, by packet number
+    /// (packets declared lost stay: a late ACK still counts them).
+    in_flight: BTreeMap<u64, Vec<(u64, u64)>>,
+    acked: ByteRanges,
+}
+
+impl AckedStream {
+    /// An empty record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// 1-RTT packet `pn` carries stream bytes `[offset, offset + len)`.
+    pub fn on_sent(&mut self, pn: u64, offset: u64, len: u64) {
+        if len > 0 {
+            self.in_flight
+                .entry(pn)
+                .or_default()
+                .push((offset, offset + len));
+        }
+    }
+
+    /// The receiver acknowledged 1-RTT packets `first..=last`.
+    pub fn on_acked(&mut self, first: u64, last: u64) {
+        let pns: Vec<u64> = self
+            .in_flight
+            .range(first..=last)
+            .map(|(&p, _)| p)
+            .collect();
+        for pn in pns {
+            if let Some(ranges) = self.in_flight.remove(&pn) {
+                for (s, e) in ranges {
+                    self.acked.insert(s, e);
+                }
+            }
+        }
+    }
+
+    /// Content bytes acknowledged in order (the contiguous prefix, less the header).
+    pub fn in_order(&self) -> u64 {
+        content_of(self.acked.prefix())
+    }
+
+    /// Distinct content bytes acknowledged, beyond a hole too (a sized flow's
+    /// [`wire::TRAILER_LEN`]-byte trailer counts too once acknowledged).
+    pub fn distinct(&self) -> u64 {
+        content_of(self.acked.total())
+    }
+}
+
+/// The sender's event subscriber: one per client (one flow), feeding an [`AckedStream`] the
+/// sampler reads.
+#[derive(Clone, Debug, Default)]
+pub struct AckSubscriber {
+    /// The flow's record.
+    pub acked: Arc<Mutex<AckedStream>>,
+}
+
+impl AckSubscriber {
+    /// Content bytes acknowledged: (in order, beyond a hole too).
+    pub fn counts(&self) -> (u64, u64) {
+        let a = lock(&self.acked);
+        (a.in_order(), a.distinct())
+    }
+}
+
+impl Subscriber for AckSubscriber {
+    type ConnectionContext = ();
+
+    fn create_connection_context(&mut self, _meta: &ConnectionMeta, _info: &ConnectionInfo) {}
+
+    fn on_frame_sent(&mut self, _c: &mut (), _meta: &ConnectionMeta, event: &events::FrameSent) {
+        if let (
+            events::PacketHeader::OneRtt { number, .. },
+            events::Frame::Stream {
+                id, offset, len, ..
+            },
+        ) = (&event.packet_header, &event.frame)
+            && *id == FLOW_STREAM
+        {
+            lock(&self.acked).on_sent(*number, *offset, u64::from(*len));
+        }
+    }
+
+    fn on_ack_range_received(
+        &mut self,
+        _c: &mut (),
+        _meta: &ConnectionMeta,
+        event: &events::AckRangeReceived,
+    ) {
+        if let events::PacketHeader::OneRtt { .. } = event.packet_header {
+            lock(&self.acked).on_acked(*event.ack_range.start(), *event.ack_range.end());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: u64 = wire::HEADER_LEN as u64;
+
+    #[test]
+    fn ranges_count_each_byte_once_and_merge() {
+        let mut r = ByteRanges::new();
+        assert_eq!(r.insert(0, 100), 100);
+        assert_eq!(r.insert(200, 300), 100);
+        assert_eq!((r.total(), r.prefix(), r.len()), (200, 100, 2));
+        // Duplicate and overlapping data counts only what is new.
+        assert_eq!(r.insert(50, 100), 0);
+        assert_eq!(r.insert(250, 350), 50);
+        // Filling the hole (and more, across both ranges) joins them.
+        assert_eq!(r.insert(90, 260), 100);
+        assert_eq!((r.total(), r.prefix(), r.len()), (350, 350, 1));
+        // Adjacent ranges merge; a range swallowing several merges them all.
+        assert_eq!(r.insert(350, 360), 10);
+        assert_eq!(r.insert(400, 410), 10);
+        assert_eq!(r.insert(420, 430), 10);
+        assert_eq!(r.insert(380, 440), 40);
+        assert_eq!((r.total(), r.len()), (420, 2));
+        assert_eq!(r.insert(5, 5), 0);
+    }
+
+    #[test]
+    fn arrivals_count_bytes_beyond_a_hole_when_they_arrive() {
+        let mut a = StreamArrivals::new(Instant::now());
+        let gap = ARRIVAL_INTERVAL_US;
+        // The header and the first 1000 content bytes; then 1000-byte frames 2..6 while frame 1
+        // is lost, one per interval; frame 1's retransmission, a duplicate, then the end.
+        a.on_stream(0, H + 1000, 0);
+        for k in 2..6 {
+            a.on_stream(H + k * 1000, 1000, (k - 1) * gap);
+        }
+        a.on_stream(H + 1000, 1000, 5 * gap);
+        a.on_stream(H + 1000, 1000, 5 * gap + 1);
+        let got: Vec<(f64, u64)> = a
+            .finish(6 * gap, 6000)
+            .iter()
+            .map(|r| (r.t_s, r.bytes))
+            .collect();
+        // In order only 1000 bytes until the repair; what crossed the path grows every interval.
+        assert_eq!(
+            got,
+            vec![
+                (0.0, 1000),
+                (0.01, 2000),
+                (0.02, 3000),
+                (0.03, 4000),
+                (0.04, 5000),
+                (0.05, 6000),
+                (0.06, 6000),
+            ]
+        );
+    }
+
+    #[test]
+    fn arrivals_are_sampled_at_most_every_interval_and_capped_at_the_content() {
+        let mut a = StreamArrivals::new(Instant::now());
+        // The header, then a 100-byte frame every ms for 35 ms, then a 32-byte trailer.
+        a.on_stream(0, H, 0);
+        for k in 0..35u64 {
+            a.on_stream(H + k * 100, 100, k * 1000);
+        }
+        a.on_stream(H + 3500, 32, 35_000);
+        let got = a.finish(36_000, 3500);
+        let t: Vec<f64> = got.iter().map(|r| r.t_s).collect();
+        assert_eq!(t, vec![0.0, 0.01, 0.02, 0.03, 0.036]);
+        let b: Vec<u64> = got.iter().map(|r| r.bytes).collect();
+        // The header is not content; the trailer is capped away.
+        assert_eq!(b, vec![0, 1100, 2100, 3100, 3500]);
+    }
+
+    #[test]
+    fn acked_stream_counts_in_order_and_beyond_a_hole() {
+        let mut s = AckedStream::new();
+        s.on_sent(1, 0, H + 1000);
+        s.on_sent(2, H + 1000, 1000);
+        s.on_sent(3, H + 2000, 1000);
+        s.on_sent(3, H + 3000, 500);
+        s.on_acked(1, 1);
+        s.on_acked(3, 3);
+        // Packet 2 is lost: 1000 bytes in order, 2500 delivered.
+        assert_eq!((s.in_order(), s.distinct()), (1000, 2500));
+        // Its frame goes again in packet 4; the ACK repeats the ranges already acknowledged.
+        s.on_sent(4, H + 1000, 1000);
+        s.on_acked(1, 4);
+        assert_eq!((s.in_order(), s.distinct()), (3500, 3500));
+        // A late ACK of the lost packet itself counts nothing twice.
+        s.on_acked(2, 2);
+        assert_eq!((s.in_order(), s.distinct()), (3500, 3500));
+        assert!(s.in_flight.is_empty());
+    }
+}
