@@ -178,12 +178,15 @@ impl Commander {
 
     /// Run every command that is due at `elapsed` (time since the run's start).
     pub(crate) fn poll(&mut self, elapsed: Duration) -> Result<(), BackendError> {
+        // The run's start, once: each due command's time is counted from it, also when an
+        // earlier command of this poll took a while.
+        let start = Instant::now() - elapsed;
         while let Some(at) = self.next_at()
             && at <= elapsed
         {
             let i = self.next;
             self.next += 1;
-            self.run_one(i, Instant::now() - (elapsed - at))?;
+            self.run_one(i, start + at)?;
         }
         Ok(())
     }
