@@ -41,7 +41,8 @@ pub struct FlowData {
     /// its data on the downlink).
     pub reverse: bool,
     /// Bytes the receiver had by each time (s since the run's start, bytes), in order or
-    /// beyond a hole, where the datapath's receiver records it (ccp-udp); empty elsewhere.
+    /// beyond a hole, where the datapath's receiver records it (ccp-udp, ccp-quic); empty
+    /// elsewhere.
     pub arrivals: Vec<(f64, u64)>,
 }
 

@@ -4,9 +4,9 @@
 //! * `goodput_mbps`: bytes delivered after the warm-up, over the time from the end of the
 //!   warm-up to the end of the run (sum over the flows; per flow: over its own life). Every
 //!   byte counted arrives intact by the end; which side of the warm-up it falls on is decided
-//!   by when it reached the receiver, in order or not (ccp-udp's receiver records it; other
-//!   datapaths: the sender's count), so that a loss repaired across the warm-up does not put
-//!   bytes that crossed the link before it into the window after it.
+//!   by when it reached the receiver, in order or not (ccp-udp's and ccp-quic's receivers
+//!   record it; other datapaths: the sender's count), so that a loss repaired across the
+//!   warm-up does not put bytes that crossed the link before it into the window after it.
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
 //!   retransmissions included) over what its capacity allows in that time (with a rate
 //!   schedule, the time-weighted capacity of that window) (simulator; the emulator reads its

@@ -163,10 +163,13 @@ fn arrival_records_count_bytes_beyond_holes_every_interval_and_end_at_the_delive
     }
     let stall = g.longest_stall_ms / 1e3;
     eprintln!(
-        "records {} over {:.3} s; they stood still {:.1} ms at most, the in-order count {:.1} ms; \
-         {} packets lost",
+        "records {} over {:.3} s, the first at {:.1} ms (handshake {:.1} ms, RTT min {:.1} ms); \
+         they stood still {:.1} ms at most, the in-order count {:.1} ms; {} packets lost",
         a.len(),
         last - first,
+        first * 1e3,
+        s.handshake_rtt_ms,
+        s.rtt_min_ms,
         still * 1e3,
         stall * 1e3,
         s.lost_packets
