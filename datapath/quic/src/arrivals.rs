@@ -24,7 +24,7 @@
 use crate::wire;
 pub use ccp_udp::summary::{ARRIVAL_INTERVAL_US, Arrival};
 use s2n_quic::provider::event::{ConnectionInfo, ConnectionMeta, Subscriber, events};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -212,12 +212,19 @@ pub fn arrivals_of(conn: &s2n_quic::Connection) -> Option<SharedArrivals> {
         .ok()
 }
 
+/// Packets declared lost whose stream ranges [`AckedStream`] keeps for a late ACK (a loss
+/// declared spuriously, after reordering or a delayed ACK): the latest 4096 (about 6 MB of
+/// stream data in full-size packets). Older ones are forgotten; their data still counts when
+/// the retransmission carrying it is acknowledged.
+pub const LOST_KEPT: usize = 4096;
+
 /// The sender's record of which stream bytes the receiver acknowledged.
 #[derive(Clone, Debug, Default)]
 pub struct AckedStream {
-    /// Stream ranges each 1-RTT packet not yet acknowledged carried, by packet number
-    /// (packets declared lost stay: a late ACK still counts them).
+    /// Stream ranges each 1-RTT packet not yet acknowledged carried, by packet number.
     in_flight: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Packets declared lost still in `in_flight`, oldest first (at most [`LOST_KEPT`]).
+    lost: VecDeque<u64>,
     acked: ByteRanges,
 }
 
@@ -235,6 +242,24 @@ impl AckedStream {
                 .or_default()
                 .push((offset, offset + len));
         }
+    }
+
+    /// 1-RTT packet `pn` was declared lost: its ranges stay for a late ACK, up to
+    /// [`LOST_KEPT`] such packets.
+    pub fn on_lost(&mut self, pn: u64) {
+        if self.in_flight.contains_key(&pn) {
+            self.lost.push_back(pn);
+            while self.lost.len() > LOST_KEPT {
+                if let Some(old) = self.lost.pop_front() {
+                    self.in_flight.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Packets whose stream ranges are kept (sent, not acknowledged, not forgotten).
+    pub fn kept(&self) -> usize {
+        self.in_flight.len()
     }
 
     /// The receiver acknowledged 1-RTT packets `first..=last`.
@@ -296,6 +321,12 @@ impl Subscriber for AckSubscriber {
             && *id == FLOW_STREAM
         {
             lock(&self.acked).on_sent(*number, *offset, u64::from(*len));
+        }
+    }
+
+    fn on_packet_lost(&mut self, _c: &mut (), _meta: &ConnectionMeta, event: &events::PacketLost) {
+        if let events::PacketHeader::OneRtt { number, .. } = event.packet_header {
+            lock(&self.acked).on_lost(number);
         }
     }
 
@@ -405,6 +436,29 @@ mod tests {
         // A late ACK of the lost packet itself counts nothing twice.
         s.on_acked(2, 2);
         assert_eq!((s.in_order(), s.distinct()), (3500, 3500));
-        assert!(s.in_flight.is_empty());
+        assert_eq!(s.kept(), 0);
+    }
+
+    #[test]
+    fn acked_stream_counts_a_late_ack_of_a_lost_packet_and_forgets_old_losses() {
+        let mut s = AckedStream::new();
+        s.on_sent(0, 0, H);
+        s.on_acked(0, 0);
+        // Packet 1 declared lost (spuriously): its ACK comes late and still counts.
+        s.on_sent(1, H, 1000);
+        s.on_lost(1);
+        s.on_acked(1, 1);
+        assert_eq!((s.in_order(), s.distinct()), (1000, 1000));
+        // Many more losses than are kept: the oldest are forgotten, the latest still count.
+        let n = LOST_KEPT as u64 + 10;
+        for k in 0..n {
+            s.on_sent(2 + k, H + 1000 + k * 10, 10);
+            s.on_lost(2 + k);
+        }
+        assert_eq!(s.kept(), LOST_KEPT);
+        s.on_acked(2, 2 + n);
+        assert_eq!(s.distinct(), 1000 + LOST_KEPT as u64 * 10);
+        assert_eq!(s.in_order(), 1000);
+        assert_eq!(s.kept(), 0);
     }
 }

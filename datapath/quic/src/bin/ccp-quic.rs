@@ -63,7 +63,8 @@ struct RecvArgs {
     /// Exit after this long without a new connection or data, e.g. 30s
     #[arg(long, value_parser = ccp_units::parse_duration)]
     idle_timeout: Option<Duration>,
-    /// Write the per-flow summaries as JSON here
+    /// Write the per-flow summaries as JSON here (each with its `arrivals`: the content bytes
+    /// that had reached the receiver, beyond a hole too, every 10 ms while data came)
     #[arg(long)]
     json: Option<PathBuf>,
     /// Largest IP MTU to accept, bytes
