@@ -52,7 +52,7 @@ pub struct AgentCore {
     report: Option<ReportPeriod>,
     /// Classes of service and bills of priced flows (`--pricing`).
     pricing: Option<Arc<pricing::Pricing>>,
-    /// Every live flow, for the `flows` and `set-params` commands.
+    /// Every live flow, for the `flows`, `set-params` and `set-algorithm` commands.
     pub live: Arc<live::LiveFlows>,
 }
 
@@ -167,28 +167,34 @@ impl AgentCore {
         )
     }
 
-    /// Run a control command (`ccp-agent ctl`): `flows`, `set-params FLOW KEY=VALUE ...`, or a
-    /// pricing command (`set-class ...`, `bill`). Returns the answer (JSON for `flows`, `bill`).
+    /// Run a control command (`ccp-agent ctl`): `flows`, `set-params FLOW KEY=VALUE ...`,
+    /// `set-algorithm FLOW NAME[:KEY=VALUE,...]` ([`live`]), or a pricing command (`set-class ...`, `bill`). Returns the answer (JSON for `flows`, `bill`).
     pub fn command(&self, text: &str) -> Result<String, String> {
         let words: Vec<&str> = text.split_whitespace().collect();
         match words.as_slice() {
             ["flows"] => Ok(self.live.list().to_string()),
             ["set-params", args @ ..] => self.live.set_params(args),
+            ["set-algorithm", args @ ..] => self.live.set_algorithm(args, |s| self.base(s)),
             _ => match &self.pricing {
                 Some(p) => p.command(text).map_err(|e| {
                     if e.starts_with("unknown command") {
-                        format!("{e}, `flows` or `set-params FLOW KEY=VALUE ...`")
+                        format!(
+                            "{e}, `flows`, `set-params FLOW KEY=VALUE ...` or \
+                             `set-algorithm FLOW NAME[:KEY=VALUE,...]`"
+                        )
                     } else {
                         e
                     }
                 }),
                 None if matches!(words.first(), Some(&("set-class" | "bill"))) => Err(format!(
                     "{text:?} needs a pricing policy (--pricing); without one the commands are \
-                     `flows` and `set-params FLOW KEY=VALUE [KEY=VALUE ...]`"
+                     `flows`, `set-params FLOW KEY=VALUE [KEY=VALUE ...]` and \
+                     `set-algorithm FLOW NAME[:KEY=VALUE,...]`"
                 )),
                 None => Err(format!(
-                    "unknown command {text:?}; expected `flows` or \
-                     `set-params FLOW KEY=VALUE [KEY=VALUE ...]` (set-class and bill need --pricing)"
+                    "unknown command {text:?}; expected `flows`, \
+                     `set-params FLOW KEY=VALUE [KEY=VALUE ...]` or \
+                     `set-algorithm FLOW NAME[:KEY=VALUE,...]` (set-class and bill need --pricing)"
                 )),
             },
         }
@@ -242,7 +248,7 @@ pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {
 }
 
 /// `text` split at the commas outside parentheses.
-fn split_top_level(text: &str) -> Vec<&str> {
+pub(crate) fn split_top_level(text: &str) -> Vec<&str> {
     let (mut out, mut depth, mut from) = (vec![], 0i32, 0);
     for (i, c) in text.char_indices() {
         match c {
@@ -370,8 +376,15 @@ mod tests {
         assert!(e.contains("usage: set-params FLOW KEY=VALUE"), "{e}");
         let e = c.command("set-params 10.0.0.1:5 min=1mbit").unwrap_err();
         assert!(e.contains("no live flow"), "{e}");
+        let e = c.command("set-algorithm 10.0.0.1:5 vegas").unwrap_err();
+        assert!(e.contains("no live flow"), "{e}");
+        let e = c.command("set-algorithm 1 vegsa").unwrap_err();
+        assert!(e.contains("did you mean \"vegas\""), "{e}");
         let e = c.command("bill").unwrap_err();
-        assert!(e.contains("--pricing") && e.contains("set-params"), "{e}");
+        assert!(
+            e.contains("--pricing") && e.contains("set-params") && e.contains("set-algorithm"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -95,7 +95,8 @@ struct Cli {
     bill: Option<PathBuf>,
 
     /// Control socket (unix stream) for run-time commands: `ccp-agent ctl --ctl PATH ...`
-    /// (`flows`, `set-params FLOW KEY=VALUE ...`, and with --pricing `set-class`, `bill`)
+    /// (`flows`, `set-params FLOW KEY=VALUE ...`, `set-algorithm FLOW NAME[:KEY=VALUE,...]`, and
+    /// with --pricing `set-class`, `bill`)
     #[arg(long)]
     ctl: Option<PathBuf>,
 
@@ -131,7 +132,10 @@ enum Command {
     /// flows as JSON: id, addresses, algorithm, parameters), `set-params FLOW KEY=VALUE ...`
     /// (change a live flow's parameters at its next report; FLOW is SRC_IP:SRC_PORT or an id
     /// from `flows`; e.g. `set-params 10.0.0.1:40000 min=50mbit`; only algorithms that take
-    /// live changes, such as hercules and paccp), and with --pricing
+    /// live changes, such as hercules and paccp), `set-algorithm FLOW NAME[:KEY=VALUE,...]`
+    /// (hand a live flow to another algorithm at its next report, e.g. `set-algorithm 1 vegas`
+    /// or `set-algorithm 10.0.0.1:40000 cubic:beta=0.8`; it continues from the flow's window or
+    /// rate and smallest RTT instead of restarting; not for priced flows), and with --pricing
     /// `set-class 10.0.0.1:40000 ds --weight 2`, `set-class RULE mrg --theta 1gbit`,
     /// `set-class vm:NAME be`, or `bill`
     Ctl {
