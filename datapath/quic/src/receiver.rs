@@ -3,8 +3,10 @@
 //! against the flow's pattern and hashes the content, compares length and hash with the
 //! trailer when the stream ends with one (sized flows) or counts the prefix it read when the
 //! sender resets the stream (timed flows at their duration, stopped flows), answers with the
-//! verdict of [`crate::wire`] and reports a [`ReceiverSummary`]. Its own congestion controller is s2n-quic's default (CUBIC): it only
-//! sends ACKs and the verdict.
+//! verdict of [`crate::wire`] and reports a [`ReceiverSummary`], whose `arrivals` say which
+//! content bytes had reached it when, beyond a hole too (an [`ArrivalSubscriber`] on the
+//! endpoint notes every STREAM frame as it arrives: [`crate::arrivals`]). Its own congestion
+//! controller is s2n-quic's default (CUBIC): it only sends ACKs and the verdict.
 
 use crate::arrivals::{ArrivalSubscriber, arrivals_of};
 use crate::error::Error;
