@@ -11,6 +11,7 @@ use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::VirtualClock;
 use ccp_algorithms::adapter::TimeSource;
 use ccp_algorithms::agent::ipc::Screened;
+use ccp_algorithms::agent::live;
 use ccp_algorithms::agent::pricing::{Command as PricingCommand, Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
@@ -238,7 +239,8 @@ struct Schedule {
 
 impl Schedule {
     /// The schedule of `s.agent.commands`, each checked now: `set-params FLOW KEY=VALUE ...`
-    /// (checked again against the live flow when it runs), `flows`, and the pricing commands
+    /// (checked again against the live flow when it runs), `set-algorithm FLOW
+    /// NAME[:KEY=VALUE,...]` (the algorithm and its parameters checked now), `flows`, and the pricing commands
     /// (`set-class ...`, `bill`, which need `agent.pricing`).
     fn new(
         s: &Scenario,
@@ -262,6 +264,16 @@ impl Schedule {
                         "usage: set-params FLOW KEY=VALUE [KEY=VALUE ...]".into(),
                     ));
                 }
+                ["set-algorithm", _, requested] => {
+                    live::parse_algorithm(requested, |spec| spec.defaults())
+                        .map_err(|e| bad(i, format!("{:?}: {e}", c.command)))?;
+                }
+                ["set-algorithm", ..] => {
+                    return Err(bad(
+                        i,
+                        "usage: set-algorithm FLOW NAME[:KEY=VALUE,...]".into(),
+                    ));
+                }
                 _ if core.pricing().is_some() => {
                     PricingCommand::parse(&c.command).map_err(|e| bad(i, e))?;
                 }
@@ -269,7 +281,8 @@ impl Schedule {
                     return Err(bad(
                         i,
                         format!(
-                            "{:?}: expected `set-params FLOW KEY=VALUE ...` or `flows` \
+                            "{:?}: expected `set-params FLOW KEY=VALUE ...`, \
+                             `set-algorithm FLOW NAME[:KEY=VALUE,...]` or `flows` \
                              (set-class and bill need agent.pricing)",
                             c.command
                         ),
@@ -396,6 +409,15 @@ mod tests {
         assert!(e.contains("expected KEY=VALUE"), "{e}");
         let e = refusal(&["set-class 10.0.0.1:10000 ds"]);
         assert!(e.contains("need agent.pricing"), "{e}");
+        let e = refusal(&["flows", "set-algorithm 10.0.0.1:10000 vegsa"]);
+        assert!(
+            e.contains("agent.commands[1]") && e.contains("did you mean \"vegas\""),
+            "{e}"
+        );
+        let e = refusal(&["set-algorithm 10.0.0.1:10000 vegas:alpah=3"]);
+        assert!(e.contains("did you mean \"alpha\""), "{e}");
+        let e = refusal(&["set-algorithm 10.0.0.1:10000"]);
+        assert!(e.contains("usage: set-algorithm FLOW NAME"), "{e}");
         let e = refusal(&["frobnicate"]);
         assert!(e.contains("set-params FLOW KEY=VALUE"), "{e}");
         // Well-formed commands run; one naming no live flow fails when it runs, not the run.

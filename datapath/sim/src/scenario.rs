@@ -335,7 +335,10 @@ pub struct AgentSpec {
     /// Control commands the agent runs at given times, through the same command path as
     /// `ccp-agent ctl`: `set-params FLOW KEY=VALUE ...` (change a live flow's parameters, e.g.
     /// `{at: 10s, command: "set-params 10.0.0.1:10000 min=20mbit"}`; FLOW is `SRC_IP:SRC_PORT`
-    /// or the flow's id in creation order), `flows`, and with `pricing` the pricing commands
+    /// or the flow's id in creation order), `set-algorithm FLOW NAME[:KEY=VALUE,...]` (hand a
+    /// live flow to another algorithm, e.g. `{at: 20s, command: "set-algorithm 1 vegas"}`; it
+    /// continues from the flow's window or rate and smallest RTT), `flows`, and with `pricing`
+    /// the pricing commands
     /// (`{at: 2s, command: "set-class 10.0.0.1:10000 ds --weight 2"}`, `bill`). Each runs at the
     /// first report of any flow at or after `at`; the flow it changes takes the change at its
     /// next report.
