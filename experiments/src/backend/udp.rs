@@ -155,7 +155,7 @@ struct TraceSample {
     srtt_us: u64,
     delivered_bytes: u64,
     /// Bytes the receiver has acknowledged, beyond a hole too (absent: a summary from before
-    /// ccp-udp wrote it, or ccp-quic's).
+    /// the transport wrote it).
     #[serde(default)]
     received_bytes: Option<u64>,
     /// Mean one-way delay in excess of the flow's smallest since the previous sample, µs
@@ -218,8 +218,8 @@ pub(crate) struct ReceiverFlow {
     pub(crate) bytes: u64,
     #[serde(default)]
     flow_id: u32,
-    /// What had arrived by when, s since the flow's HELLO reached the receiver (ccp-udp;
-    /// absent from ccp-quic and older summaries).
+    /// What had arrived by when, s since the flow's HELLO (ccp-udp) or its connection's first
+    /// packet (ccp-quic) reached the receiver (absent from older summaries).
     #[serde(default)]
     arrivals: Vec<Arrival>,
 }
