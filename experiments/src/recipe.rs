@@ -287,10 +287,14 @@ impl Default for JcceOptions {
 }
 
 /// A control command the agent runs at a given time (`commands`): what `ccp-agent ctl
-/// set-params FLOW KEY=VALUE ...` does on a live agent, with the flow named by its index in the
-/// recipe's expanded flow list (0-based, every copy of `count` counted, in recipe order), since
-/// a recipe does not know the flows' addresses. Each backend turns the index into the flow's
-/// address when the command runs.
+/// set-params FLOW KEY=VALUE ...` or `ccp-agent ctl set-algorithm FLOW NAME[:KEY=VALUE,...]`
+/// does on a live agent, with the flow named by its index in the recipe's expanded flow list
+/// (0-based, every copy of `count` counted, in recipe order), since a recipe does not know the
+/// flows' addresses. Each backend turns the index into the flow's address when the command runs.
+///
+/// A switched flow keeps its recipe algorithm as its label in the per-flow metrics (the label
+/// names the flow as the recipe wrote it); the run's notes and, on udp and emu,
+/// `raw/commands.log` record the switch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentCommand {
     /// When, µs from the start of the run (the clock of the flows' `start`).
@@ -298,19 +302,34 @@ pub struct AgentCommand {
     /// The flow: its index in [`expand_flows`]'s list.
     pub flow: usize,
     /// The new parameters, `(key, value text)` as written (checked against the registry and the
-    /// flow's algorithm's live changes).
+    /// flow's algorithm's live changes; for `set-algorithm`, the new algorithm's).
     pub settings: Vec<(String, String)>,
+    /// `set-algorithm`: the algorithm the flow is handed to (its parameters in `settings`, over
+    /// its defaults). `None`: `set-params`.
+    pub algorithm: Option<String>,
 }
 
 impl AgentCommand {
     /// The agent's command line with the flow named `target` (`SRC_IP:SRC_PORT` or an id):
-    /// `set-params TARGET min=20mbit max=30mbit`.
+    /// `set-params TARGET min=20mbit max=30mbit`, `set-algorithm TARGET vegas:alpha=3`.
     pub fn line(&self, target: &str) -> String {
+        if let Some(a) = &self.algorithm {
+            return format!("set-algorithm {target} {}", requested(a, &self.settings));
+        }
         let mut s = format!("set-params {target}");
         for (k, v) in &self.settings {
             s.push_str(&format!(" {k}={v}"));
         }
         s
+    }
+
+    /// The command's name: `set-params` or `set-algorithm`.
+    pub fn verb(&self) -> &'static str {
+        if self.algorithm.is_some() {
+            "set-algorithm"
+        } else {
+            "set-params"
+        }
     }
 
     /// The command as a recipe writes it: `set-params flow=4 min=20mbit`.
@@ -321,7 +340,10 @@ impl AgentCommand {
 
 /// The parameters flow instance `k` of `r` runs with after the commands before `upto` (an index
 /// into `r.commands`): its algorithm's defaults, its recipe params, then every earlier
-/// `set-params` on it. `None` for a kernel TCP flow or an index out of range.
+/// `set-params` on it; after a `set-algorithm`, the new algorithm's defaults and the parameters
+/// it named, then later `set-params`. The set names its algorithm
+/// ([`ccp_algorithms::params::ParamSet::algorithm`]). `None` for a kernel TCP flow or an index
+/// out of range.
 pub fn flow_params(r: &Recipe, k: usize, upto: usize) -> Option<ccp_algorithms::params::ParamSet> {
     params_after(&r.flows, &r.commands[..upto.min(r.commands.len())], k)
 }
@@ -338,7 +360,12 @@ fn params_after(
     let mut p = spec
         .params_from(f.params.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .ok()?;
+    let mut spec = spec;
     for c in commands.iter().filter(|c| c.flow == k) {
+        if let Some(a) = &c.algorithm {
+            spec = registry::find(a)?;
+            p = spec.defaults();
+        }
         for (key, v) in &c.settings {
             p.set(spec.params, key, v).ok()?;
         }
@@ -2426,12 +2453,14 @@ fn read_udp(r: &mut Reader, n: Option<&Node>) -> Option<UdpOptions> {
     if r.errs.len() > before { None } else { Some(u) }
 }
 
-const COMMAND_FORM: &str = "a command such as \"set-params flow=0 min=20mbit\"";
+const COMMAND_FORM: &str =
+    "a command such as \"set-params flow=0 min=20mbit\" or \"set-algorithm flow=0 vegas\"";
 
-/// `commands`: a list of `{at: DURATION, command: "set-params flow=N KEY=VALUE ..."}` in time
-/// order, each after its flow's start and before the end of the run (and of a flow with a
-/// duration), naming an agent flow of `flows` by its index in the expanded list, with
-/// parameters its algorithm declares and takes on a live flow.
+/// `commands`: a list of `{at: DURATION, command: "set-params flow=N KEY=VALUE ..."}` or
+/// `{at: DURATION, command: "set-algorithm flow=N NAME[:KEY=VALUE,...]"}` in time order, each
+/// after its flow's start and before the end of the run (and of a flow with a duration), naming
+/// an agent flow of `flows` by its index in the expanded list, with parameters its algorithm
+/// (after any earlier `set-algorithm` on it) declares and takes on a live flow.
 fn read_commands(
     r: &mut Reader,
     n: &Node,
@@ -2440,7 +2469,7 @@ fn read_commands(
     backend: Option<Backend>,
 ) -> Option<Vec<AgentCommand>> {
     const FIELD: &str = "commands";
-    const WHAT: &str = "commands {at: DURATION, command: \"set-params flow=N KEY=VALUE ...\"}, e.g. [{at: 20s, command: \"set-params flow=0 min=20mbit\"}]";
+    const WHAT: &str = "commands {at: DURATION, command: \"set-params flow=N KEY=VALUE ...\" or \"set-algorithm flow=N NAME[:KEY=VALUE,...]\"}, e.g. [{at: 20s, command: \"set-params flow=0 min=20mbit\"}, {at: 30s, command: \"set-algorithm flow=0 vegas\"}]";
     let items = r.list(n, FIELD, WHAT)?;
     let before = r.errs.len();
     if let Some(b) = backend
@@ -2490,8 +2519,9 @@ fn read_commands(
         let Some((cnode, text)) = cmd else { continue };
         let words: Vec<&str> = text.split_whitespace().collect();
         let bad = |r: &mut Reader, m: String| r.err(cnode, &cfield, m);
+        let switch = words.first() == Some(&"set-algorithm");
         match words.first().copied() {
-            Some("set-params") => {}
+            Some("set-params" | "set-algorithm") => {}
             None => {
                 bad(r, format!("expected {COMMAND_FORM}, got an empty command"));
                 continue;
@@ -2508,26 +2538,30 @@ fn read_commands(
             Some("flows") => {
                 bad(
                     r,
-                    "flows only lists the live flows and changes nothing; the udp and emu backends write that list to the run's raw/commands.log with every set-params".into(),
+                    "flows only lists the live flows and changes nothing; the udp and emu backends write that list to the run's raw/commands.log with every command".into(),
                 );
                 continue;
             }
             Some(w) => {
-                let hint = did_you_mean(w, ["set-params"].into_iter())
+                let hint = did_you_mean(w, ["set-params", "set-algorithm"].into_iter())
                     .map(|s| format!(" (did you mean {s:?}?)"))
                     .unwrap_or_default();
                 bad(
                     r,
                     format!(
-                        "unknown command {w:?}{hint}; recipes take set-params flow=N KEY=VALUE ... (ccp-agent ctl's set-params, the flow named by its index)"
+                        "unknown command {w:?}{hint}; recipes take set-params flow=N KEY=VALUE ... and set-algorithm flow=N NAME[:KEY=VALUE,...] (ccp-agent ctl's, the flow named by its index)"
                     ),
                 );
                 continue;
             }
         }
-        const USAGE: &str = "set-params flow=N KEY=VALUE [KEY=VALUE ...], N the flow's index in the recipe's flow list (0-based, every copy of count counted)";
+        let usage = if switch {
+            "set-algorithm flow=N NAME[:KEY=VALUE,...], N the flow's index in the recipe's flow list (0-based, every copy of count counted)"
+        } else {
+            "set-params flow=N KEY=VALUE [KEY=VALUE ...], N the flow's index in the recipe's flow list (0-based, every copy of count counted)"
+        };
         let Some(target) = words.get(1) else {
-            bad(r, format!("expected {USAGE}"));
+            bad(r, format!("expected {usage}"));
             continue;
         };
         let Some(num) = target.strip_prefix("flow=") else {
@@ -2536,7 +2570,7 @@ fn read_commands(
             } else {
                 ""
             };
-            bad(r, format!("{why}expected {USAGE}, got {target:?}"));
+            bad(r, format!("{why}expected {usage}, got {target:?}"));
             continue;
         };
         let Ok(k) = num.parse::<usize>() else {
@@ -2594,14 +2628,37 @@ fn read_commands(
             }
         }
         let settings = &words[2..];
-        if settings.is_empty() {
-            bad(r, format!("no KEY=VALUE given; expected {USAGE}"));
+        if switch {
+            let [requested] = settings else {
+                bad(r, format!("expected {usage}"));
+                continue;
+            };
+            match ccp_algorithms::agent::live::parse_algorithm(requested, |s| s.defaults()) {
+                Ok((spec, _)) => {
+                    let (_, kv) = ccp_algorithms::agent::split_requested(requested);
+                    out.push(AgentCommand {
+                        at_us: at.unwrap_or(0),
+                        flow: k,
+                        settings: kv
+                            .into_iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                        algorithm: Some(spec.name.to_string()),
+                    });
+                }
+                Err(e) => bad(r, format!("flow={k}: {e}")),
+            }
             continue;
         }
-        let Some(spec) = registry::find(&f.algorithm) else {
+        if settings.is_empty() {
+            bad(r, format!("no KEY=VALUE given; expected {usage}"));
+            continue;
+        }
+        let Some(old) = params_after(flows, &out, k) else {
             continue;
         };
-        let Some(old) = params_after(flows, &out, k) else {
+        // The flow's algorithm now: the recipe's, or the last set-algorithm's.
+        let Some(spec) = registry::find(old.algorithm()) else {
             continue;
         };
         let mut new = old.clone();
@@ -2634,6 +2691,7 @@ fn read_commands(
             at_us: at.unwrap_or(0),
             flow: k,
             settings: kv,
+            algorithm: None,
         });
     }
     (r.errs.len() == before).then_some(out)

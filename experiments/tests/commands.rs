@@ -1,10 +1,12 @@
-//! `commands`: timed `set-params` commands to the agent in a recipe. On the simulator a raised
-//! Hercules requirement moves the flow's rate after the command and not before (against the
-//! same run without it); on loopback (udp) the command reaches the live agent through
+//! `commands`: timed `set-params` and `set-algorithm` commands to the agent in a recipe. On the
+//! simulator a raised Hercules requirement moves the flow's rate after the command and not
+//! before (against the same run without it), and a Cubic flow handed to Vegas drains the queue
+//! it built; on loopback (udp) the command reaches the live agent through
 //! `ccp-agent ctl` at the address the sender announced for the flow (also one of two flows
 //! alike in everything and started together), is logged, and a command the agent cannot apply
-//! fails the run; on the emulator (root only) the same. Parsing errors are in the broken-recipe corpus
-//! (tests/broken/51-57).
+//! fails the run, and a flow handed from bounded Hercules to Reno leaves its bound while its
+//! twin keeps it; on the emulator (root only) the same. Parsing errors are in the broken-recipe
+//! corpus (tests/broken/51-57, 60).
 
 mod common;
 
@@ -65,6 +67,74 @@ fn a_raised_requirement_moves_a_hercules_flow_after_the_command_on_the_simulator
         notes(&with).contains("set-params flow=0 min=20mbit (as set-params 10.0.0.1:10000)"),
         "{}",
         notes(&with)
+    );
+}
+
+/// Median RTT (ms) of `flow` over the samples in (from, to] s of the `series.csv` in `run_dir`.
+fn median_rtt(run_dir: &Path, flow: usize, from: f64, to: f64) -> f64 {
+    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
+    let flow = flow.to_string();
+    let mut v: Vec<f64> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            let rtt: f64 = c[4].parse().ok()?;
+            (c[1] == flow && t > from && t <= to && rtt > 0.0).then_some(rtt)
+        })
+        .collect();
+    assert!(
+        !v.is_empty(),
+        "flow {flow}: no RTT samples in ({from}, {to}] s"
+    );
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn a_cubic_flow_handed_to_vegas_drains_its_queue_on_the_simulator() {
+    // swap.yaml shortened to 20 s: one Cubic flow on 50 Mbit/s, 40 ms, a 4-BDP (1 MB) buffer;
+    // at 10 s `set-algorithm flow=0 vegas`. Part `cubic` has no command. Measured: median RTT
+    // 157.9 ms over 5-10 s in both; over 12-20 s 41.0 ms with the switch, 119.8 without;
+    // goodput 48.27 Mbit/s in every period of both.
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("sw.yaml");
+    std::fs::write(
+        &recipe,
+        "name: sw\nduration: 20s\nsim: {step: 50ms}\n\
+         link: {rate: 50mbit, delay: 20ms, queue: droptail, queue_args: bytes=1000000}\n\
+         flows: [{algorithm: cubic}]\n\
+         commands: [{at: 10s, command: \"set-algorithm flow=0 vegas\"}]\n\
+         parts:\n  - {name: swapped}\n  - {name: cubic, commands: []}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    run_recipe(&recipe, &out);
+    let (sw, cu) = (
+        out.join("runs/swapped/p00/r0"),
+        out.join("runs/cubic/p00/r0"),
+    );
+    let rtt = [
+        median_rtt(&sw, 0, 5.0, 10.0),
+        median_rtt(&sw, 0, 12.0, 20.0),
+        median_rtt(&cu, 0, 12.0, 20.0),
+    ];
+    let rate = [
+        mean_goodput(&sw, 0, 12.0, 20.0),
+        mean_goodput(&cu, 0, 12.0, 20.0),
+    ];
+    eprintln!(
+        "median RTT ms: before {:.1}, after {:.1} (Cubic alone {:.1}); goodput after {:.2} \
+         (alone {:.2}) Mbit/s",
+        rtt[0], rtt[1], rtt[2], rate[0], rate[1]
+    );
+    assert!(rtt[1] < 0.35 * rtt[0] && rtt[1] < 0.5 * rtt[2], "{rtt:?}");
+    assert!(rate[0] >= 0.95 * rate[1], "{rate:?}");
+    assert!(
+        notes(&sw).contains("set-algorithm flow=0 vegas (as set-algorithm 10.0.0.1:10000)"),
+        "{}",
+        notes(&sw)
     );
 }
 
@@ -157,6 +227,66 @@ fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
         )),
         "{}",
         notes(&run)
+    );
+}
+
+#[test]
+fn a_flow_handed_to_another_algorithm_changes_and_its_twin_does_not_on_loopback() {
+    // Two bounded Hercules flows requiring 5 Mbit/s (capped at b = 7.5) on loopback, alike and
+    // started together. At 3 s the second is handed to Reno: a window algorithm without a
+    // bound, and no longer paced (loopback has no bottleneck, so it runs far faster). At 4 s a
+    // second command hands it back to bounded Hercules: before sending it, ccp-exp checks that
+    // the agent lists the flow as Reno with Reno's defaults (what the recipe expects after the
+    // first command), and the agent's list in raw/commands.log shows the switch. Hercules takes
+    // Reno's rate (window / RTT) and its bound brings it back. Measured: flow 1 7.3 Mbit/s over
+    // 1-3 s, 3.4-3.9 Gbit/s on Reno over 3.3-4 s (two runs), 7.34 over 5-6 s; flow 0 7.3
+    // throughout.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_raw(
+        dir.path(),
+        "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
+         flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
+         commands:\n  - {at: 3s, command: \"set-algorithm flow=1 reno\"}\n  \
+         - {at: 4s, command: \"set-algorithm flow=1 hercules:min=5mbit,bounded=true\"}\n",
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let run = dir.path().join("results/runs/u/p00/r0");
+    let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
+    let (a0, a1, b0, b1, b2) = (
+        g(0, 1.0, 3.0),
+        g(0, 3.3, 6.0),
+        g(1, 1.0, 3.0),
+        g(1, 3.3, 4.0),
+        g(1, 5.0, 6.0),
+    );
+    eprintln!(
+        "flow 0: {a0:.2} -> {a1:.2}, flow 1: {b0:.2} -> {b1:.2} (reno, 3.3-4 s) -> {b2:.2} \
+         (hercules, 5-6 s) Mbit/s"
+    );
+    assert!(b1 >= 2.5 * b0, "flow 1 on reno: {b0} -> {b1}");
+    assert!(b2 <= 8.0, "flow 1 back on bounded hercules: {b2}");
+    assert!(
+        b0 <= 8.0 && a0 <= 8.0 && a1 <= 8.0,
+        "above the bound: {a0} {a1} {b0}"
+    );
+    assert!(a1 >= 0.7 * a0, "flow 0 changed: {a0} -> {a1}");
+    let sent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("raw/send.json")).unwrap()).unwrap();
+    let local = sent["flows"][1]["local"].as_str().unwrap().to_string();
+    let log = std::fs::read_to_string(run.join("raw/commands.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "ccp-agent ctl set-algorithm {local} reno -> ok flow"
+        )) && log.contains(&format!(
+            "ccp-agent ctl set-algorithm {local} hercules:min=5mbit,bounded=true -> ok flow"
+        )) && log.contains("\"algorithm\":\"reno\"")
+            && log.contains("\"switched_from\":[\"hercules\"]"),
+        "{local}: {log}"
     );
 }
 

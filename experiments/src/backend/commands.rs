@@ -1,7 +1,8 @@
 //! A recipe's `commands` on the wall-clock backends (udp, emu): the agent runs with a control
 //! socket (`--ctl`), and at each command's time, counted on the clock of the flows' starts (from
 //! the moment `ccp-udp send` is started), ccp-exp runs `ccp-agent ctl --ctl SOCKET set-params
-//! SRC_IP:SRC_PORT KEY=VALUE ...`, exactly what a person would type against a live agent.
+//! SRC_IP:SRC_PORT KEY=VALUE ...` (or `set-algorithm SRC_IP:SRC_PORT NAME[:KEY=VALUE,...]`),
+//! exactly what a person would type against a live agent.
 //!
 //! A recipe names a flow by its index; the agent knows it by its source address, which the
 //! sender picks when the flow starts. So the sender announces each flow's address as it starts
@@ -207,8 +208,14 @@ impl Commander {
         let (stem, j) = sender_flow(r, c.flow)
             .ok_or_else(|| fail(format!("flow={} is not a flow of the agent", c.flow)))?;
         let instances = expand_flows(&r.flows);
-        let algorithm = r.flows[instances[c.flow].0].algorithm.clone();
-        let params = flow_params(r, c.flow, i).map(|p| p.to_string());
+        // The flow's algorithm and parameters as the agent should list them: the recipe's, after
+        // every earlier command on it (a set-algorithm's new algorithm included).
+        let now = flow_params(r, c.flow, i);
+        let algorithm = now.as_ref().map_or_else(
+            || r.flows[instances[c.flow].0].algorithm.clone(),
+            |p| p.algorithm().to_string(),
+        );
+        let params = now.map(|p| p.to_string());
         let path = flows_out_path(&self.raw, stem);
         let file = format!("raw/{stem}-flows.jsonl");
         let (src, line, listed) = loop {

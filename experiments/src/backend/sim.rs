@@ -370,9 +370,10 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
             r.commands
                 .iter()
                 .map(|c| format!(
-                    "at {} s {} (as set-params {})",
+                    "at {} s {} (as {} {})",
                     c.at_us as f64 / 1e6,
                     c.written(),
+                    c.verb(),
                     instance_addr(r, c.flow)
                 ))
                 .collect::<Vec<_>>()
