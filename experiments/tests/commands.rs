@@ -351,3 +351,47 @@ fn emu_a_command_reaches_the_agent_on_the_emulator_when_root() {
     let log = std::fs::read_to_string(run.join("raw/commands.log")).unwrap();
     assert!(log.contains("-> ok flow"), "{log}");
 }
+
+#[test]
+fn emu_a_cubic_flow_handed_to_vegas_shows_in_the_rtt_when_root() {
+    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // One Cubic flow on a 20 Mbit/s, 20 ms emulated link with a 150 KB (3-BDP) drop-tail
+    // buffer, handed to Vegas at 4 s through the live agent's control socket; 12 s in real
+    // time. Measured (three runs): median RTT 66.2-67.3 ms over 1-4 s (Cubic keeps the buffer
+    // full), 22.8-22.9 over 8-12 s (Vegas drained it to a few packets); goodput 19.2-19.3
+    // Mbit/s in both. (A 300 KB buffer takes Vegas about 5 s to drain at one MSS per RTT.)
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_raw(
+        dir.path(),
+        "name: e\nbackend: emu\nduration: 12s\n\
+         link: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: bytes=150000}\n\
+         flows: [{algorithm: cubic}]\n\
+         commands: [{at: 4s, command: \"set-algorithm flow=0 vegas\"}]\n",
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let run = dir.path().join("results/runs/e/p00/r0");
+    let (rtt0, rtt1) = (
+        median_rtt(&run, 0, 2.0, 5.0),
+        median_rtt(&run, 0, 9.0, 12.0),
+    );
+    let (g0, g1) = (
+        mean_goodput(&run, 0, 1.0, 4.0),
+        mean_goodput(&run, 0, 8.0, 12.0),
+    );
+    eprintln!("median RTT {rtt0:.1} -> {rtt1:.1} ms, goodput {g0:.2} -> {g1:.2} Mbit/s");
+    assert!(
+        rtt1 < 0.5 * rtt0 && rtt1 < 1.5 * 20.0,
+        "RTT {rtt0} -> {rtt1}"
+    );
+    assert!(g1 >= 0.9 * g0, "goodput {g0} -> {g1}");
+    let log = std::fs::read_to_string(run.join("raw/commands.log")).unwrap();
+    assert!(log.contains(" vegas -> ok flow"), "{log}");
+}
