@@ -360,7 +360,7 @@ fn emu_a_cubic_flow_handed_to_vegas_shows_in_the_rtt_when_root() {
     }
     // One Cubic flow on a 20 Mbit/s, 20 ms emulated link with a 150 KB (3-BDP) drop-tail
     // buffer, handed to Vegas at 4 s through the live agent's control socket; 12 s in real
-    // time. Measured (three runs): median RTT 66.2-67.3 ms over 1-4 s (Cubic keeps the buffer
+    // time. Measured (two runs): median RTT 66.2-67.3 ms over 1-4 s (Cubic keeps the buffer
     // full), 22.8-22.9 over 8-12 s (Vegas drained it to a few packets); goodput 19.2-19.3
     // Mbit/s in both. (A 300 KB buffer takes Vegas about 5 s to drain at one MSS per RTT.)
     let dir = tempfile::tempdir().unwrap();
