@@ -61,7 +61,7 @@ use crate::params::ParamSet;
 use crate::registry::{self, AlgorithmSpec};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tracing::{info, warn};
 
@@ -74,7 +74,7 @@ struct LiveFlow {
     priced: bool,
     slot: Arc<FlowSlot>,
     /// A `set-algorithm` waiting for the flow's next report.
-    switch: Arc<Mutex<Option<Switch>>>,
+    switch: Arc<SwitchSlot>,
     /// Algorithms the flow had before, oldest first (for `flows`).
     history: Vec<&'static str>,
 }
@@ -83,6 +83,22 @@ struct LiveFlow {
 struct Switch {
     spec: &'static AlgorithmSpec,
     params: ParamSet,
+}
+
+/// A `set-algorithm` waiting for the flow's next report; the flag spares every report the lock.
+#[derive(Default)]
+struct SwitchSlot {
+    pending: AtomicBool,
+    switch: Mutex<Option<Switch>>,
+}
+
+impl SwitchSlot {
+    fn take(&self) -> Option<Switch> {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        self.switch.lock().ok().and_then(|mut s| s.take())
+    }
 }
 
 /// The pacing rate installed when a window-based algorithm takes over a paced flow, bytes/s: the
@@ -110,7 +126,7 @@ impl LiveFlows {
     ) -> Box<dyn Controller> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let slot = Arc::new(FlowSlot::default());
-        let switch = Arc::new(Mutex::new(None));
+        let switch = Arc::new(SwitchSlot::default());
         if let Ok(mut f) = self.flows.lock() {
             f.insert(
                 id,
@@ -193,7 +209,7 @@ impl LiveFlows {
             .map_err(|e| format!("flow {target}: {e}"))?;
         f.params = p.clone();
         // After a `set-algorithm` not yet applied, the new parameters go with the switch.
-        let mut pending = f.switch.lock().map_err(|_| "flow table poisoned")?;
+        let mut pending = f.switch.switch.lock().map_err(|_| "flow table poisoned")?;
         match pending.as_mut() {
             Some(sw) => sw.params = p.clone(),
             None => f.slot.offer(p.clone()),
@@ -229,11 +245,12 @@ impl LiveFlows {
             ));
         }
         let old = format!("{}", f.params);
-        let mut pending = f.switch.lock().map_err(|_| "flow table poisoned")?;
+        let mut pending = f.switch.switch.lock().map_err(|_| "flow table poisoned")?;
         *pending = Some(Switch {
             spec,
             params: p.clone(),
         });
+        f.switch.pending.store(true, Ordering::Release);
         drop(pending);
         // Parameters of the old algorithm not yet applied are superseded by the switch.
         let _ = f.slot.take();
@@ -305,7 +322,7 @@ struct Live {
     table: Arc<LiveFlows>,
     id: u64,
     slot: Arc<FlowSlot>,
-    switch: Arc<Mutex<Option<Switch>>>,
+    switch: Arc<SwitchSlot>,
     /// The flow's start, for a successor's `on_start`.
     start: Option<FlowStart>,
     /// The smallest RTT sample of the flow's life, µs (0 before any).
@@ -435,7 +452,7 @@ impl Controller for Live {
     }
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        let switch = self.switch.lock().ok().and_then(|mut s| s.take());
+        let switch = self.switch.take();
         if m.rtt_samples > 0 && m.rtt_min_us > 0 {
             self.min_rtt_us = match self.min_rtt_us {
                 0 => m.rtt_min_us,
