@@ -78,7 +78,8 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
-    /// How run-time commands (`set-class`, `set-params`) address a live flow: `SRC_IP:SRC_PORT`.
+    /// How run-time commands (`set-class`, `set-params`, `set-algorithm`) address a live flow:
+    /// `SRC_IP:SRC_PORT`.
     pub fn label(&self) -> String {
         format!(
             "{}:{}",
