@@ -817,4 +817,52 @@ mod tests {
         let e = t.set_params(&["1", "min=1mbit"]).unwrap_err();
         assert!(e.contains("vegas"), "{e}");
     }
+
+    #[test]
+    fn every_algorithm_takes_over_a_live_flow_and_hands_it_on() {
+        // A cubic flow at ~100 packets handed to each algorithm of the registry in turn, each
+        // driven for 50 reports: every hand-over installs a window (and a rate for a paced
+        // successor), and nothing restarts at the initial window or collapses to nothing.
+        let t = Arc::new(LiveFlows::default());
+        let mut h = flow(&t, "cubic", 11);
+        h.on_start(&START);
+        let (mut now, mut rate) = (0u64, 0u64);
+        let mut step = |h: &mut Box<dyn Controller>, now: &mut u64, rate: &mut u64| {
+            *now += 10_000;
+            let w = u64::from(h.cwnd()).min(150 * 1448);
+            let d = h.on_measurement(&report_at(*now, w, 20_000, w, *rate));
+            if let Some(r) = d.rate {
+                *rate = r;
+            }
+            d
+        };
+        for _ in 0..30 {
+            step(&mut h, &mut now, &mut rate);
+        }
+        for spec in registry::all() {
+            let before = h.cwnd();
+            t.set_algorithm(&["1", spec.name], |s| s.defaults())
+                .unwrap();
+            let d = step(&mut h, &mut now, &mut rate);
+            assert_eq!(h.name(), spec.name);
+            let w = d.cwnd.unwrap_or_else(|| panic!("{}: no window", spec.name));
+            assert!(w >= 1448, "{}: window {w}", spec.name);
+            if h.mode() == ControlMode::Rate {
+                assert!(d.rate.is_some_and(|r| r > 0), "{}: {d:?}", spec.name);
+            }
+            assert!(d.report.is_some(), "{}: no report period", spec.name);
+            for _ in 0..50 {
+                step(&mut h, &mut now, &mut rate);
+            }
+            assert!(
+                h.cwnd() >= 1448 && (h.mode() == ControlMode::Window || h.rate().unwrap() > 0),
+                "{} after 50 reports (took over {before} bytes): cwnd {} rate {:?}",
+                spec.name,
+                h.cwnd(),
+                h.rate()
+            );
+        }
+        let listed = t.list().to_string();
+        assert!(listed.contains("\"algorithm\":\"hercules\""), "{listed}");
+    }
 }
