@@ -827,7 +827,7 @@ mod tests {
         let mut h = flow(&t, "cubic", 11);
         h.on_start(&START);
         let (mut now, mut rate) = (0u64, 0u64);
-        let mut step = |h: &mut Box<dyn Controller>, now: &mut u64, rate: &mut u64| {
+        let step = |h: &mut Box<dyn Controller>, now: &mut u64, rate: &mut u64| {
             *now += 10_000;
             let w = u64::from(h.cwnd()).min(150 * 1448);
             let d = h.on_measurement(&report_at(*now, w, 20_000, w, *rate));
