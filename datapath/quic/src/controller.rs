@@ -15,6 +15,7 @@
 //! | `on_explicit_congestion(ce_count)` (validated ECN-CE increase) | `ecn_packets`, `ecn_bytes` |
 //! | `on_ack(bytes_acknowledged, newest packet info, …)` | `bytes_acked`, `packets_acked`, rates |
 //! | `on_packet_sent` / `on_packet_lost` / `on_packet_discarded` | `bytes_in_flight`, `packets_in_flight` |
+//! | the application's [`FlowProbe::set_unwritten`], `on_packet_sent`'s `app_limited` | `bytes_pending` |
 //!
 //! Within one ACK frame s2n-quic calls `on_rtt_update`, then `on_packet_lost` for the packets
 //! the frame proves lost, then `on_explicit_congestion`, and last `on_ack` with the bytes of
@@ -33,6 +34,18 @@
 //! count and times when it was sent, and the newest acknowledged packet of a frame yields
 //! `rate_outgoing` (delivered over the send interval) and `rate_incoming` (over the ACK
 //! interval).
+//!
+//! **Pending bytes.** `bytes_pending` is what the application has to send but the network has
+//! not seen yet: the bytes the application still has to hand to the stream
+//! ([`FlowProbe::set_unwritten`]: a timed flow without a rate cap has an unlimited supply and
+//! reports `u32::MAX`, as the udp datapath does; a sized one what remains of its size) plus,
+//! when s2n-quic said at the last packet sent that the connection was not application-limited
+//! (`app_limited == Some(false)`: it still had something to send — stream data, a lost frame,
+//! an ACK — or its window was full), one maximum datagram: the stream's buffered bytes are not
+//! visible to a congestion controller, only whether any remain. Algorithms read
+//! `bytes_pending == 0` as "application-limited" (BBR's delivery-rate samples and full-pipe
+//! check, RTCP's backlog), so a datapath that left it at 0 would make every busy flow look idle
+//! to them (docs/results/datapaths.md: BBR never left Startup on ccp-quic).
 //!
 //! **Ticks.** libccp runs its timers (reports, `WaitRtts`, fallback detection) only on
 //! invocations, so a flow without ACKs must still be invoked. Two sources do it: every
@@ -57,6 +70,7 @@ use s2n_quic::provider::congestion_controller::{
     CongestionController, Endpoint, PathInfo, Publisher, RandomGenerator, RttEstimator, Timestamp,
 };
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -112,6 +126,10 @@ struct State {
     rate: Option<u64>,
     bytes_in_flight: u32,
     packets_in_flight: u32,
+    /// Bytes the application still has to hand to the stream (shared with [`FlowProbe`]).
+    unwritten: Arc<AtomicU64>,
+    /// s2n-quic said at the last packet sent that the connection had more to send.
+    backlog: bool,
     /// Accumulated since the last invocation: lost packets, CE marks, timeout, RTT sample.
     pending_lost: u32,
     pending_ce: u32,
@@ -143,8 +161,21 @@ impl State {
             rate_incoming: self.rate_incoming,
             bytes_in_flight: self.bytes_in_flight,
             packets_in_flight: self.packets_in_flight,
+            bytes_pending: self.bytes_pending(),
             ..AckSample::default()
         }
+    }
+
+    /// Bytes the application has to send that the network has not seen: what it has not yet
+    /// handed to the stream, plus one maximum datagram if the stream still buffers unsent data
+    /// (see the module documentation).
+    fn bytes_pending(&self) -> u32 {
+        let queued = if self.backlog { self.mss } else { 0 };
+        let pending = self
+            .unwritten
+            .load(Ordering::Relaxed)
+            .saturating_add(u64::from(queued));
+        u32::try_from(pending).unwrap_or(u32::MAX)
     }
 
     fn has_pending(&self) -> bool {
@@ -207,6 +238,7 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 #[derive(Clone)]
 pub struct FlowProbe {
     state: Arc<Mutex<Option<Arc<Mutex<State>>>>>,
+    unwritten: Arc<AtomicU64>,
 }
 
 /// A snapshot of a flow's control state.
@@ -230,7 +262,14 @@ impl FlowProbe {
     fn new() -> FlowProbe {
         FlowProbe {
             state: Arc::new(Mutex::new(None)),
+            unwritten: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Tell the controller how many bytes the application still has to hand to the stream
+    /// (`u64::MAX`: an unlimited supply); the `bytes_pending` of every later sample counts them.
+    pub fn set_unwritten(&self, bytes: u64) {
+        self.unwritten.store(bytes, Ordering::Relaxed);
     }
 
     fn current(&self) -> Option<Arc<Mutex<State>>> {
@@ -370,6 +409,8 @@ impl Endpoint for CcpEndpoint {
             mss,
             bytes_in_flight: 0,
             packets_in_flight: 0,
+            unwritten: self.probe.unwritten.clone(),
+            backlog: false,
             pending_lost: 0,
             pending_ce: 0,
             pending_timeout: false,
@@ -461,12 +502,17 @@ impl CongestionController for CcpController {
         &mut self,
         time_sent: Timestamp,
         sent_bytes: usize,
-        _app_limited: Option<bool>,
+        app_limited: Option<bool>,
         _rtt_estimator: &RttEstimator,
         _publisher: &mut Pub,
     ) -> PacketInfo {
         let mut s = lock(&self.state);
         let bytes = u32::try_from(sent_bytes).unwrap_or(u32::MAX);
+        if let Some(limited) = app_limited {
+            // s2n-quic: limited = the window is not full and nothing (stream data, lost
+            // frames, ACKs, ...) waits to be sent.
+            s.backlog = !limited;
+        }
         if s.bytes_in_flight == 0 || s.delivered_time.is_none() {
             // Nothing in flight: the delivery-rate intervals start afresh.
             s.delivered_time = Some(time_sent);
@@ -617,5 +663,90 @@ impl CongestionController for CcpController {
 
     fn earliest_departure_time(&self) -> Option<Timestamp> {
         lock(&self.state).next_departure
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the samples it is handed.
+    struct Recorder(Arc<Mutex<Vec<AckSample>>>);
+
+    impl FlowController for Recorder {
+        fn on_ack(&mut self, s: &AckSample) {
+            self.0.lock().unwrap().push(*s);
+        }
+        fn on_tick(&mut self, s: &AckSample) {
+            self.0.lock().unwrap().push(*s);
+        }
+        fn tick_us(&self) -> u64 {
+            0
+        }
+        fn cwnd(&self) -> u32 {
+            14_480
+        }
+        fn pacing_rate(&self) -> Option<u64> {
+            None
+        }
+        fn controller_name(&self) -> String {
+            "recorder".into()
+        }
+    }
+
+    fn state(probe: &FlowProbe, seen: &Arc<Mutex<Vec<AckSample>>>) -> State {
+        State {
+            ctl: Box::new(Recorder(seen.clone())),
+            mss: 1448,
+            cwnd: 14_480,
+            rate: None,
+            bytes_in_flight: 0,
+            packets_in_flight: 0,
+            unwritten: probe.unwritten.clone(),
+            backlog: false,
+            pending_lost: 0,
+            pending_ce: 0,
+            pending_timeout: false,
+            pending_rtt_us: 0,
+            delivered: 0,
+            delivered_time: None,
+            first_sent_time: None,
+            rate_outgoing: 0,
+            rate_incoming: 0,
+            next_departure: None,
+            last_invocation: Instant::now(),
+            stats: FlowStats::default(),
+            closed: false,
+        }
+    }
+
+    /// The `bytes_pending` of the sample the next invocation hands over.
+    fn pending(s: &mut State, seen: &Arc<Mutex<Vec<AckSample>>>) -> u32 {
+        s.maybe_tick();
+        seen.lock().unwrap().last().expect("a sample").bytes_pending
+    }
+
+    #[test]
+    fn samples_say_whether_the_application_has_data_to_send() {
+        // BBR and RTCP read `bytes_pending == 0` as an application-limited sender: a busy flow
+        // must never report it.
+        let probe = FlowProbe::new();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut s = state(&probe, &seen);
+        // A timed flow without a rate cap: an unlimited supply, as the udp datapath says.
+        probe.set_unwritten(u64::MAX);
+        assert_eq!(pending(&mut s, &seen), u32::MAX);
+        // A sized flow: what it has not handed to the stream, plus one datagram while s2n-quic
+        // says data waits in the stream.
+        probe.set_unwritten(100_000);
+        assert_eq!(pending(&mut s, &seen), 100_000);
+        s.backlog = true;
+        assert_eq!(pending(&mut s, &seen), 101_448);
+        // Everything handed over, the stream still sending: not idle.
+        probe.set_unwritten(0);
+        assert_eq!(pending(&mut s, &seen), 1448);
+        // The stream drained: application-limited.
+        s.backlog = false;
+        assert_eq!(pending(&mut s, &seen), 0);
     }
 }

@@ -235,6 +235,18 @@ async fn run_flow(
         local,
         cfg.dest,
     );
+    // What the application has to send and has not handed to the stream yet, for the
+    // controller's `bytes_pending`: a timed flow's supply is unlimited, a sized flow's is what
+    // remains of its size; a rate-capped flow hands each chunk over as it becomes due, so it
+    // has nothing in hand between writes (what the stream still buffers counts through
+    // s2n-quic's app-limited flag, see `crate::controller`).
+    let capped = spec.rate_cap.is_some_and(|c| c > 0);
+    let unwritten = |offset: u64| match spec.amount {
+        _ if capped => 0,
+        Amount::Duration(_) => u64::MAX,
+        Amount::Bytes(total) => total.saturating_sub(offset),
+    };
+    probe.set_unwritten(unwritten(0));
     let mtu = mtu_for(cfg.mss, &cfg.dest)?;
     // Which stream bytes the receiver acknowledged, for the trace.
     let acked = AckSubscriber::default();
@@ -355,10 +367,12 @@ async fn run_flow(
         let taken = n - rest.len();
         hasher.update(&chunk[..taken]);
         offset += taken as u64;
+        probe.set_unwritten(unwritten(offset));
         if let Some(end) = cut_short {
             break end;
         }
     };
+    probe.set_unwritten(0);
     let stopped_early = how == wire::End::Stop;
     let data_end = t0.elapsed();
     match how.reset_code() {
