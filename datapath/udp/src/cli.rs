@@ -81,6 +81,7 @@ impl FlowArgs {
         if !self.flow_specs.is_empty() {
             return self.flow_specs.iter().map(|s| parse_flow_spec(s)).collect();
         }
+        check_alg_len(&self.alg, "--alg")?;
         let amount = match (self.bytes, self.time) {
             (Some(b), _) => Amount::Bytes(b),
             (None, Some(t)) => Amount::Duration(t),
@@ -130,7 +131,24 @@ pub fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
     }
     f.amount =
         amount.with_context(|| format!("--flow {spec:?}: needs bytes=SIZE or time=DURATION"))?;
+    check_alg_len(&f.algorithm, &format!("--flow {spec:?}: alg"))?;
     Ok(f)
+}
+
+/// Refuses an algorithm request (name and parameters) that does not fit libccp's CREATE
+/// message (63 bytes, `ccp_engine::wire::MAX_CONG_ALG_SIZE` less its NUL), as the simulator's
+/// scenario check does: cut short, the agent would run the flow with other parameters than the
+/// ones asked for (the tail of the last one lost, the rest at their defaults).
+fn check_alg_len(alg: &str, what: &str) -> Result<()> {
+    let max = ccp_engine::wire::MAX_CONG_ALG_SIZE - 1;
+    if alg.len() > max {
+        bail!(
+            "{what}: {:?} is {} bytes; libccp carries at most {max} (give fewer parameters)",
+            alg,
+            alg.len()
+        );
+    }
+    Ok(())
 }
 
 /// How the sender reaches the agent: `--agent`, `--socket`, `--backend`, `--no-ccp`.
@@ -252,5 +270,12 @@ mod tests {
             "an amount is required"
         );
         assert!(parse_flow_spec("alg=cubic,bytes=1M,color=red").is_err());
+        // A request longer than libccp's 63 bytes is refused, not cut short.
+        let long =
+            "alg=timely:t-low=22ms;t-high=35ms;min-rtt=0us;delta=1mbit;init-rate=10mbit,time=1s";
+        let e = parse_flow_spec(long).unwrap_err().to_string();
+        assert!(e.contains("70 bytes; libccp carries at most 63"), "{e}");
+        let fits = format!("alg={},bytes=1M", "x".repeat(63));
+        assert_eq!(parse_flow_spec(&fits).unwrap().algorithm.len(), 63);
     }
 }
