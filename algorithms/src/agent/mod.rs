@@ -232,7 +232,8 @@ pub fn parse_param_settings(list: &[String]) -> Result<HashMap<&'static str, Par
 
 /// Split a requested algorithm `name[:key=value,key=value]` (what fits libccp's 63-byte congAlg
 /// field) into the name and its parameter overrides. A comma inside parentheses belongs to the
-/// value (a PolyCC fusion expression `fuse=max(bbr,cubic)`).
+/// value (a PolyCC fusion expression `fuse=max(bbr,cubic)`). An item without `=` (a request cut
+/// short, a typo) comes back with an empty value, so that applying it fails and is reported.
 pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {
     match requested.split_once(':') {
         None => (requested.trim(), vec![]),
@@ -240,7 +241,10 @@ pub fn split_requested(requested: &str) -> (&str, Vec<(&str, &str)>) {
             name.trim(),
             split_top_level(rest)
                 .into_iter()
-                .filter_map(|kv| kv.split_once('='))
+                .filter(|kv| !kv.trim().is_empty())
+                // An item without `=` stays, as a key with no value, so that setting it fails
+                // with the parameter's own message instead of the item vanishing.
+                .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
                 .map(|(k, v)| (k.trim(), v.trim()))
                 .collect(),
         ),
@@ -336,6 +340,26 @@ pub fn log_reload(core: &AgentCore) {
 mod tests {
     use super::*;
     use crate::adapter::WallTime;
+
+    #[test]
+    fn a_requested_parameter_without_a_value_is_kept_and_refused() {
+        // A request cut at libccp's 63 bytes ends in a key without its value: it must not
+        // vanish (the flow would run on the default silently).
+        let (name, kv) = split_requested("timely:alpha=0.02,init-ra");
+        assert_eq!(
+            (name, kv.clone()),
+            ("timely", vec![("alpha", "0.02"), ("init-ra", "")])
+        );
+        let e = registry::find(name)
+            .unwrap()
+            .params_from(kv)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("init-ra"), "{e}");
+        // Empty items (a trailing comma, a bare colon) are not parameters.
+        assert_eq!(split_requested("cubic:").1, vec![]);
+        assert_eq!(split_requested("cubic:beta=0.8,").1, vec![("beta", "0.8")]);
+    }
 
     fn core(rules: &str) -> AgentCore {
         AgentCore::new(
