@@ -1763,6 +1763,27 @@ fn read_algorithm(
             return None;
         }
     }
+    // Every datapath hands the request to the agent in libccp's CREATE message, whose name
+    // field carries at most 63 bytes: longer, it would be refused (ccp-sim, ccp-udp,
+    // ccp-quic) or cut short.
+    let req = requested(spec.name, &out);
+    let max = ccp_engine::wire::MAX_CONG_ALG_SIZE - 1;
+    if req.len() > max {
+        let (node, f) = match params {
+            Some(p) => (p, join(field, "params")),
+            None => (a, afield),
+        };
+        r.err(
+            node,
+            &f,
+            format!(
+                "the flow's request {req:?} is {} bytes; a datapath passes at most {max} to the \
+                 agent (give fewer parameters: leave out those at their defaults)",
+                req.len()
+            ),
+        );
+        return None;
+    }
     Some((spec.name.to_string(), out))
 }
 
