@@ -23,7 +23,7 @@
 
 use crate::wire;
 pub use ccp_udp::summary::{ARRIVAL_INTERVAL_US, Arrival};
-use s2n_quic::provider::event::{ConnectionInfo, ConnectionMeta, Subscriber, events};
+use s2n_quic::provider::event::{ConnectionInfo, ConnectionMeta, Subscriber, Timestamp, events};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -48,6 +48,18 @@ impl ByteRanges {
     pub fn insert(&mut self, start: u64, end: u64) -> u64 {
         if end <= start {
             return 0;
+        }
+        // Fast path, the common case: data in order, at or within the end of the last range.
+        if let Some(mut last) = self.r.last_entry()
+            && *last.key() <= start
+            && *last.get() >= start
+        {
+            let added = end.saturating_sub(*last.get());
+            if added > 0 {
+                *last.get_mut() = end;
+            }
+            self.total += added;
+            return added;
         }
         let (mut lo, mut hi) = (start, end);
         let mut covered = 0;
@@ -169,28 +181,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The receiver's event subscriber: a [`StreamArrivals`] per connection (its context, which
+/// The receiver's per-connection context: the flow's record, and the connection's first
+/// event time in s2n-quic's clock (the same instant as the record's zero), so a frame's
+/// arrival time comes from its event's timestamp without reading the clock once per frame.
+#[derive(Debug)]
+pub struct ArrivalContext {
+    arrivals: SharedArrivals,
+    zero: Timestamp,
+}
+
+/// The receiver's event subscriber: a [`StreamArrivals`] per connection (in its context, which
 /// the application gets with `Connection::query_event_context`), fed with the STREAM frames of
 /// [`FLOW_STREAM`] as they arrive.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ArrivalSubscriber;
 
 impl Subscriber for ArrivalSubscriber {
-    type ConnectionContext = SharedArrivals;
+    type ConnectionContext = ArrivalContext;
 
     fn create_connection_context(
         &mut self,
-        _meta: &ConnectionMeta,
+        meta: &ConnectionMeta,
         _info: &ConnectionInfo,
-    ) -> SharedArrivals {
+    ) -> ArrivalContext {
         // A server creates the connection when its first Initial packet arrives.
-        Arc::new(Mutex::new(StreamArrivals::new(Instant::now())))
+        ArrivalContext {
+            arrivals: Arc::new(Mutex::new(StreamArrivals::new(Instant::now()))),
+            zero: meta.timestamp,
+        }
     }
 
     fn on_frame_received(
         &mut self,
-        context: &mut SharedArrivals,
-        _meta: &ConnectionMeta,
+        context: &mut ArrivalContext,
+        meta: &ConnectionMeta,
         event: &events::FrameReceived,
     ) {
         if let events::Frame::Stream {
@@ -198,17 +222,18 @@ impl Subscriber for ArrivalSubscriber {
         } = event.frame
             && id == FLOW_STREAM
         {
-            let now = Instant::now();
-            let mut a = lock(context);
-            let now_us = a.since_zero_us(now);
-            a.on_stream(offset, u64::from(len), now_us);
+            let now_us = meta
+                .timestamp
+                .saturating_duration_since(context.zero)
+                .as_micros() as u64;
+            lock(&context.arrivals).on_stream(offset, u64::from(len), now_us);
         }
     }
 }
 
 /// The receiver's record of `conn`'s flow (None if the connection is gone).
 pub fn arrivals_of(conn: &s2n_quic::Connection) -> Option<SharedArrivals> {
-    conn.query_event_context(|c: &SharedArrivals| c.clone())
+    conn.query_event_context(|c: &ArrivalContext| c.arrivals.clone())
         .ok()
 }
 
@@ -218,13 +243,22 @@ pub fn arrivals_of(conn: &s2n_quic::Connection) -> Option<SharedArrivals> {
 /// the retransmission carrying it is acknowledged.
 pub const LOST_KEPT: usize = 4096;
 
+/// One stream range a 1-RTT packet carried: (packet number, start, end).
+type Sent = (u64, u64, u64);
+
 /// The sender's record of which stream bytes the receiver acknowledged.
 #[derive(Clone, Debug, Default)]
 pub struct AckedStream {
-    /// Stream ranges each 1-RTT packet not yet acknowledged carried, by packet number.
-    in_flight: BTreeMap<u64, Vec<(u64, u64)>>,
-    /// Packets declared lost still in `in_flight`, oldest first (at most [`LOST_KEPT`]).
-    lost: VecDeque<u64>,
+    /// Stream ranges of the 1-RTT packets sent, not yet acknowledged nor declared lost, in
+    /// packet number order (1-RTT packet numbers increase as packets are sent); a packet's
+    /// contiguous frames share one entry, non-contiguous ones have one each.
+    in_flight: VecDeque<Sent>,
+    /// Distinct packets in `in_flight`.
+    in_flight_pkts: usize,
+    /// Stream ranges of the packets declared lost, kept for a late ACK, by packet number.
+    lost: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Packets in `lost`, in the order they were declared lost (at most [`LOST_KEPT`]).
+    lost_order: VecDeque<u64>,
     acked: ByteRanges,
 }
 
@@ -236,44 +270,108 @@ impl AckedStream {
 
     /// 1-RTT packet `pn` carries stream bytes `[offset, offset + len)`.
     pub fn on_sent(&mut self, pn: u64, offset: u64, len: u64) {
-        if len > 0 {
-            self.in_flight
-                .entry(pn)
-                .or_default()
-                .push((offset, offset + len));
+        if len == 0 {
+            return;
         }
+        let end = offset + len;
+        match self.in_flight.back_mut() {
+            // The packet's next frame follows its previous one: one range.
+            Some(last) if last.0 == pn && last.2 == offset => last.2 = end,
+            // A frame of the same packet elsewhere in the stream (a repair and new data).
+            Some(last) if last.0 == pn => self.in_flight.push_back((pn, offset, end)),
+            Some(last) if last.0 > pn => {
+                // Not in sending order (not expected): placed by packet number.
+                let (a, b) = self.span(pn, pn);
+                self.in_flight.insert(b, (pn, offset, end));
+                self.in_flight_pkts += usize::from(a == b);
+            }
+            _ => {
+                self.in_flight.push_back((pn, offset, end));
+                self.in_flight_pkts += 1;
+            }
+        }
+    }
+
+    /// Indices `[a, b)` of `in_flight`'s entries of packets `first..=last`.
+    fn span(&self, first: u64, last: u64) -> (usize, usize) {
+        let a = self.in_flight.partition_point(|e| e.0 < first);
+        let b = self.in_flight.partition_point(|e| e.0 <= last);
+        (a, b)
+    }
+
+    /// Removes `in_flight`'s entries `[a, b)`, counting the packets they belonged to.
+    fn take(&mut self, a: usize, b: usize) -> std::collections::vec_deque::Drain<'_, Sent> {
+        let mut pkts = 0;
+        let mut prev = None;
+        for e in self.in_flight.range(a..b) {
+            if prev != Some(e.0) {
+                pkts += 1;
+                prev = Some(e.0);
+            }
+        }
+        self.in_flight_pkts -= pkts;
+        self.in_flight.drain(a..b)
     }
 
     /// 1-RTT packet `pn` was declared lost: its ranges stay for a late ACK, up to
     /// [`LOST_KEPT`] such packets.
     pub fn on_lost(&mut self, pn: u64) {
-        if self.in_flight.contains_key(&pn) {
-            self.lost.push_back(pn);
-            while self.lost.len() > LOST_KEPT {
-                if let Some(old) = self.lost.pop_front() {
-                    self.in_flight.remove(&old);
-                }
+        let (a, b) = self.span(pn, pn);
+        if a == b {
+            return;
+        }
+        let ranges: Vec<(u64, u64)> = self.take(a, b).map(|(_, s, e)| (s, e)).collect();
+        self.lost.insert(pn, ranges);
+        self.lost_order.push_back(pn);
+        while self.lost_order.len() > LOST_KEPT {
+            if let Some(old) = self.lost_order.pop_front() {
+                self.lost.remove(&old);
             }
         }
     }
 
     /// Packets whose stream ranges are kept (sent, not acknowledged, not forgotten).
     pub fn kept(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight_pkts + self.lost.len()
     }
 
     /// The receiver acknowledged 1-RTT packets `first..=last`.
     pub fn on_acked(&mut self, first: u64, last: u64) {
-        let pns: Vec<u64> = self
-            .in_flight
-            .range(first..=last)
-            .map(|(&p, _)| p)
-            .collect();
-        for pn in pns {
-            if let Some(ranges) = self.in_flight.remove(&pn) {
-                for (s, e) in ranges {
-                    self.acked.insert(s, e);
+        if first > last {
+            return;
+        }
+        let (a, b) = self.span(first, last);
+        if a < b {
+            // Consecutive packets' ranges usually follow one another: inserted as one.
+            let mut run: Option<(u64, u64)> = None;
+            let mut acked = std::mem::take(&mut self.acked);
+            for (_, s, e) in self.take(a, b) {
+                run = match run {
+                    Some((rs, re)) if re == s => Some((rs, e)),
+                    Some((rs, re)) => {
+                        acked.insert(rs, re);
+                        Some((s, e))
+                    }
+                    None => Some((s, e)),
+                };
+            }
+            if let Some((rs, re)) = run {
+                acked.insert(rs, re);
+            }
+            self.acked = acked;
+        }
+        if !self.lost.is_empty() {
+            let late: Vec<u64> = self.lost.range(first..=last).map(|(&p, _)| p).collect();
+            for pn in late {
+                if let Some(ranges) = self.lost.remove(&pn) {
+                    for (s, e) in ranges {
+                        self.acked.insert(s, e);
+                    }
                 }
+            }
+            if self.lost.len() < self.lost_order.len() {
+                let lost = &self.lost;
+                self.lost_order.retain(|p| lost.contains_key(p));
             }
         }
     }
@@ -460,5 +558,105 @@ mod tests {
         assert_eq!(s.distinct(), 1000 + LOST_KEPT as u64 * 10);
         assert_eq!(s.in_order(), 1000);
         assert_eq!(s.kept(), 0);
+    }
+
+    #[test]
+    fn ranges_appended_in_order_extend_the_last_range() {
+        let mut r = ByteRanges::new();
+        assert_eq!(r.insert(0, 10), 10);
+        // Within the last range, overlapping its end, adjacent to it, then past a gap.
+        assert_eq!(r.insert(2, 8), 0);
+        assert_eq!(r.insert(5, 15), 5);
+        assert_eq!(r.insert(15, 20), 5);
+        assert_eq!((r.total(), r.prefix(), r.len()), (20, 20, 1));
+        assert_eq!(r.insert(30, 40), 10);
+        assert_eq!(r.insert(35, 45), 5);
+        assert_eq!((r.total(), r.prefix(), r.len()), (35, 20, 2));
+        // Behind the last range: the general path still merges.
+        assert_eq!(r.insert(18, 32), 10);
+        assert_eq!((r.total(), r.prefix(), r.len()), (45, 45, 1));
+    }
+
+    #[test]
+    fn acked_stream_takes_acks_out_of_order_and_split_packets() {
+        let mut s = AckedStream::new();
+        s.on_sent(1, 0, H + 100);
+        // Packet 2 carries two contiguous frames (one range) and packet 3 two frames with a
+        // gap between them (the gap goes in packet 4).
+        s.on_sent(2, H + 100, 50);
+        s.on_sent(2, H + 150, 50);
+        s.on_sent(3, H + 200, 100);
+        s.on_sent(3, H + 400, 100);
+        s.on_sent(4, H + 300, 100);
+        s.on_sent(5, H + 500, 100);
+        s.on_sent(6, 0, 0);
+        assert_eq!(s.kept(), 5);
+        // Frames told out of packet order (not expected) still land with their packet.
+        s.on_sent(7, H + 700, 100);
+        s.on_sent(6, H + 600, 100);
+        s.on_sent(7, H + 800, 100);
+        s.on_sent(6, H + 650, 100); // overlapping its first frame
+        assert_eq!(s.kept(), 7);
+        s.on_acked(6, 7);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (0, 300 - H, 5));
+        // The later packets' ACK first, then the earlier ones, one by one, out of order (the
+        // header is not content: the distinct count lacks it until packet 1's ACK).
+        s.on_acked(4, 6);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (0, 500 - H, 3));
+        s.on_acked(2, 2);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (0, 600 - H, 2));
+        s.on_acked(3, 3);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (0, 800 - H, 1));
+        s.on_acked(1, 1);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (900, 900, 0));
+        // Repeated and unknown ranges change nothing; nor does the loss of an acked packet.
+        s.on_acked(0, 9);
+        s.on_lost(3);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (900, 900, 0));
+    }
+
+    #[test]
+    fn acked_stream_counts_a_late_ack_spanning_lost_and_in_flight_packets() {
+        let mut s = AckedStream::new();
+        s.on_sent(1, 0, H + 100);
+        s.on_sent(2, H + 100, 100);
+        s.on_sent(2, H + 300, 100);
+        s.on_sent(3, H + 200, 100);
+        s.on_sent(4, H + 400, 100);
+        // Packet 2 (two ranges) declared lost, then one ACK covers all four.
+        s.on_lost(2);
+        s.on_lost(7);
+        assert_eq!(s.kept(), 4);
+        s.on_acked(1, 1);
+        s.on_acked(3, 4);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (100, 300, 1));
+        s.on_acked(1, 4);
+        assert_eq!((s.in_order(), s.distinct(), s.kept()), (500, 500, 0));
+    }
+
+    #[test]
+    fn acked_stream_bounds_only_the_losses_still_kept() {
+        let mut s = AckedStream::new();
+        let k = LOST_KEPT as u64;
+        for pn in 0..k {
+            s.on_sent(pn, pn * 10, 10);
+            s.on_lost(pn);
+        }
+        assert_eq!(s.kept(), LOST_KEPT);
+        // Half of them acknowledged late: the other half and as many new losses are all kept.
+        s.on_acked(0, k / 2 - 1);
+        for pn in k..k + k / 2 {
+            s.on_sent(pn, pn * 10, 10);
+            s.on_lost(pn);
+        }
+        assert_eq!(s.kept(), LOST_KEPT);
+        // One more loss forgets the oldest one still kept (packet k / 2).
+        s.on_sent(2 * k, 2 * k * 10, 10);
+        s.on_lost(2 * k);
+        assert_eq!(s.kept(), LOST_KEPT);
+        s.on_acked(0, 2 * k);
+        assert_eq!(s.kept(), 0);
+        assert_eq!(s.distinct(), (k + k / 2) * 10 - H);
+        assert_eq!(s.in_order(), (k / 2) * 10 - H);
     }
 }
