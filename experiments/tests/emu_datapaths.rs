@@ -46,8 +46,9 @@ fn emu_and_quic_backends_deliver_within_the_link_when_root() {
         eprintln!("skipped: {why}");
         return;
     }
-    // 20 Mbit/s, 10 ms each way, 50 packets of drop-tail buffer (a third of the BDP, so the
-    // flows lose packets and repair them across the warm-up), two bbr flows, 4 s each.
+    // 20 Mbit/s, 10 ms each way, 50 packets of drop-tail buffer (75 KB, 1.5 times the 50-KB
+    // BDP: two bbr flows, each allowing itself two BDPs in flight, overflow it, so the flows
+    // lose packets and repair them across the warm-up), 4 s each.
     // Measured: emu 19.07–19.25 Mbit/s; quic 17.07–18.13 in nine runs before ccp-quic
     // reported pending bytes (BBR stuck in Startup), 18.65–18.80 in eight after (the stream data
     // a timed QUIC flow's reset abandons beyond a hole is not delivered).
