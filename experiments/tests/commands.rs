@@ -173,6 +173,15 @@ fn run_raw(dir: &Path, yaml: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// What a ccp-exp run printed, stdout then stderr.
+fn text_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 #[test]
 fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
     // Two bounded Hercules flows requiring 5 Mbit/s (capped at b = 7.5) on loopback, alike in
@@ -187,11 +196,7 @@ fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
          flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
          commands: [{at: 3s, command: \"set-params flow=1 min=20mbit\"}]\n",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(out.status.success(), "{text}");
     let run = dir.path().join("results/runs/u/p00/r0");
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
@@ -249,11 +254,7 @@ fn a_flow_handed_to_another_algorithm_changes_and_its_twin_does_not_on_loopback(
          commands:\n  - {at: 3s, command: \"set-algorithm flow=1 reno\"}\n  \
          - {at: 4s, command: \"set-algorithm flow=1 hercules:min=5mbit,bounded=true\"}\n",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(out.status.success(), "{text}");
     let run = dir.path().join("results/runs/u/p00/r0");
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
@@ -301,11 +302,7 @@ fn a_command_the_agent_cannot_apply_fails_the_run_on_loopback() {
          flows:\n  - {algorithm: hercules, size: 100KB}\n  - {algorithm: reno}\n\
          commands: [{at: 1500ms, command: \"set-params flow=0 min=20mbit\"}]\n",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("commands[0] (set-params flow=0 min=20mbit at 1.5 s)")
@@ -336,11 +333,7 @@ fn emu_a_command_reaches_the_agent_on_the_emulator_when_root() {
          - {algorithm: hercules, params: {min: 10mbit}}\n\
          commands: [{at: 3s, command: \"set-params flow=0 min=20mbit\"}]\n",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(out.status.success(), "{text}");
     let run = dir.path().join("results/runs/e/p00/r0");
     let before = mean_goodput(&run, 0, 1.0, 3.0);
@@ -371,11 +364,7 @@ fn emu_a_cubic_flow_handed_to_vegas_shows_in_the_rtt_when_root() {
          flows: [{algorithm: cubic}]\n\
          commands: [{at: 4s, command: \"set-algorithm flow=0 vegas\"}]\n",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = text_of(&out);
     assert!(out.status.success(), "{text}");
     let run = dir.path().join("results/runs/e/p00/r0");
     let (rtt0, rtt1) = (
