@@ -11,7 +11,7 @@
 mod common;
 
 use common::{mean_goodput, run_json, run_recipe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn notes(run_dir: &Path) -> String {
@@ -173,6 +173,14 @@ fn run_raw(dir: &Path, yaml: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `yaml` (recipe `name`) as [`run_raw`] does, asserts that the run succeeded and returns
+/// its run directory.
+fn run_ok(dir: &Path, yaml: &str, name: &str) -> PathBuf {
+    let out = run_raw(dir, yaml);
+    assert!(out.status.success(), "{}", text_of(&out));
+    dir.join("results/runs").join(name).join("p00/r0")
+}
+
 /// What a ccp-exp run printed, stdout then stderr.
 fn text_of(out: &std::process::Output) -> String {
     format!(
@@ -190,15 +198,13 @@ fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
     // to 20 Mbit/s (b = 30). Loopback has no bottleneck, so each runs at its bound. Measured:
     // 7.3 / 7.3 Mbit/s over 1-3 s, 7.3 / 29.3 over 4-6 s.
     let dir = tempfile::tempdir().unwrap();
-    let out = run_raw(
+    let run = run_ok(
         dir.path(),
         "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
          flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
          commands: [{at: 3s, command: \"set-params flow=1 min=20mbit\"}]\n",
+        "u",
     );
-    let text = text_of(&out);
-    assert!(out.status.success(), "{text}");
-    let run = dir.path().join("results/runs/u/p00/r0");
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
     let (a0, a1, b0, b1) = (
         g(0, 1.0, 3.0),
@@ -247,16 +253,14 @@ fn a_flow_handed_to_another_algorithm_changes_and_its_twin_does_not_on_loopback(
     // 1-3 s, 3.4-3.9 Gbit/s on Reno over 3.3-4 s (two runs), 7.34 over 5-6 s; flow 0 7.3
     // throughout.
     let dir = tempfile::tempdir().unwrap();
-    let out = run_raw(
+    let run = run_ok(
         dir.path(),
         "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
          flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
          commands:\n  - {at: 3s, command: \"set-algorithm flow=1 reno\"}\n  \
          - {at: 4s, command: \"set-algorithm flow=1 hercules:min=5mbit,bounded=true\"}\n",
+        "u",
     );
-    let text = text_of(&out);
-    assert!(out.status.success(), "{text}");
-    let run = dir.path().join("results/runs/u/p00/r0");
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
     let (a0, a1, b0, b1, b2) = (
         g(0, 1.0, 3.0),
@@ -325,17 +329,15 @@ fn emu_a_command_reaches_the_agent_on_the_emulator_when_root() {
     // climbing towards the simulator's 26.9); asked: at the bound before, at least twice it
     // after.
     let dir = tempfile::tempdir().unwrap();
-    let out = run_raw(
+    let run = run_ok(
         dir.path(),
         "name: e\nbackend: emu\nduration: 10s\n\
          link: {rate: 60mbit, delay: 10ms, queue: droptail, queue_args: bytes=150000}\n\
          flows:\n  - {algorithm: hercules, params: {min: 5mbit, bounded: true}}\n  \
          - {algorithm: hercules, params: {min: 10mbit}}\n\
          commands: [{at: 3s, command: \"set-params flow=0 min=20mbit\"}]\n",
+        "e",
     );
-    let text = text_of(&out);
-    assert!(out.status.success(), "{text}");
-    let run = dir.path().join("results/runs/e/p00/r0");
     let before = mean_goodput(&run, 0, 1.0, 3.0);
     let after = mean_goodput(&run, 0, 6.0, 10.0);
     eprintln!("bounded flow: {before:.2} -> {after:.2} Mbit/s");
@@ -357,16 +359,14 @@ fn emu_a_cubic_flow_handed_to_vegas_shows_in_the_rtt_when_root() {
     // full), 22.8-22.9 over 8-12 s (Vegas drained it to a few packets); goodput 19.2-19.3
     // Mbit/s in both. (A 300 KB buffer takes Vegas about 5 s to drain at one MSS per RTT.)
     let dir = tempfile::tempdir().unwrap();
-    let out = run_raw(
+    let run = run_ok(
         dir.path(),
         "name: e\nbackend: emu\nduration: 12s\n\
          link: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: bytes=150000}\n\
          flows: [{algorithm: cubic}]\n\
          commands: [{at: 4s, command: \"set-algorithm flow=0 vegas\"}]\n",
+        "e",
     );
-    let text = text_of(&out);
-    assert!(out.status.success(), "{text}");
-    let run = dir.path().join("results/runs/e/p00/r0");
     let (rtt0, rtt1) = (
         median_rtt(&run, 0, 2.0, 5.0),
         median_rtt(&run, 0, 9.0, 12.0),
