@@ -46,25 +46,15 @@ fn emu_and_quic_backends_deliver_within_the_link_when_root() {
         eprintln!("skipped: {why}");
         return;
     }
-    // 20 Mbit/s, 10 ms each way, 50 packets of drop-tail buffer (75 KB, 1.5 times the 50-KB
-    // BDP: two bbr flows, each allowing itself two BDPs in flight, overflow it, so the flows
-    // lose packets and repair them across the warm-up), 4 s each.
+    // recipes/datapaths/two-bbr.yaml: 20 Mbit/s, 10 ms each way, a 1.5-BDP drop-tail buffer,
+    // two bbr flows for 4 s over each transport.
     // Measured: emu 19.07–19.25 Mbit/s; quic 17.07–18.13 in nine runs before ccp-quic
     // reported pending bytes (BBR stuck in Startup), 18.65–18.80 in eight after (the stream data
     // a timed QUIC flow's reset abandons beyond a hole is not delivered).
     let dir = tempfile::tempdir().unwrap();
-    let recipe = dir.path().join("dp.yaml");
-    std::fs::write(
-        &recipe,
-        "name: dp\nduration: 4s\n\
-         link: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: packets=50}\n\
-         metrics: {warmup: 1s}\n\
-         flows: [{algorithm: bbr, count: 2, spacing: 200ms}]\n\
-         parts:\n  - {name: emu, backend: emu}\n  - {name: quic, backend: quic}\n",
-    )
-    .unwrap();
+    let recipe = Path::new("recipes/datapaths/two-bbr.yaml");
     let out = dir.path().join("results");
-    run_recipe(&recipe, &out);
+    run_recipe(recipe, &out);
     for part in ["emu", "quic"] {
         let run = run_json(&out.join("runs").join(part).join("p00/r0"));
         let m = &run["metrics"];
