@@ -297,20 +297,16 @@ pub fn parse_algorithm(
     requested: &str,
     base: impl Fn(&'static AlgorithmSpec) -> ParamSet,
 ) -> Result<(&'static AlgorithmSpec, ParamSet), String> {
-    let (name, rest) = match requested.split_once(':') {
-        Some((n, r)) => (n.trim(), Some(r)),
-        None => (requested.trim(), None),
-    };
+    let (name, settings) = super::split_requested(requested);
     let spec = registry::lookup(name)?;
     let mut p = base(spec);
-    if let Some(rest) = rest {
-        for kv in super::split_top_level(rest) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("{requested:?}: {kv:?} is not KEY=VALUE (NAME:KEY=VALUE,KEY=VALUE)")
-            })?;
-            p.set(spec.params, k.trim(), v.trim())
-                .map_err(|e| e.to_string())?;
+    for (k, v) in settings {
+        if v.is_empty() {
+            return Err(format!(
+                "{requested:?}: {k:?} is not KEY=VALUE (NAME:KEY=VALUE,KEY=VALUE)"
+            ));
         }
+        p.set(spec.params, k, v).map_err(|e| e.to_string())?;
     }
     Ok((spec, p))
 }
