@@ -488,6 +488,7 @@ pub fn load(path: &Path) -> Result<Experiment, RecipeErrors> {
         }
     }
     if !errs.is_empty() {
+        errs.extend(recipe::sim_scenario_hint(path, &root));
         return Err(fail(errs));
     }
     Ok(Experiment {

@@ -563,6 +563,36 @@ pub const PART_KEYS: &[&str] = &[
     "commands",
 ];
 
+/// Top-level keys of a `ccp-sim` scenario (`ccp_sim::Scenario`) that no recipe has.
+pub const SIM_SCENARIO_KEYS: &[&str] =
+    &["agent", "transport", "topology", "stop_when_done", "output"];
+
+/// For a file given as a recipe that is a `ccp-sim` scenario (a top-level key of
+/// [`SIM_SCENARIO_KEYS`], and neither `backend` nor `link`): one line saying so and how to run
+/// it, placed at the start of `file`.
+pub fn sim_scenario_hint(file: &Path, root: &Node) -> Option<ConfigError> {
+    let Value::Map(entries) = &root.value else {
+        return None;
+    };
+    let keys: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_scalar()).collect();
+    let sim: Vec<&str> = SIM_SCENARIO_KEYS
+        .iter()
+        .copied()
+        .filter(|k| keys.contains(k))
+        .collect();
+    if sim.is_empty() || keys.contains(&"backend") || keys.contains(&"link") {
+        return None;
+    }
+    Some(crate::tree::Pos::file_start(file).error(
+        "",
+        format!(
+            "this looks like a ccp-sim scenario (top-level {}), not a ccp-exp recipe; run it with `ccp-sim run {} --out DIR`",
+            sim.join(", "),
+            file.display()
+        ),
+    ))
+}
+
 /// Run-level metrics (qualify with `:alg=NAME`, `:class=NAME`, `:dir=reverse` or, for FCT,
 /// `:size=BUCKET`). Unqualified and `:alg=`/`:class=` metrics are over the forward flows;
 /// `:dir=reverse` over the flows with `reverse: true`.

@@ -1,6 +1,7 @@
 //! Recipe validation: a corpus of broken recipes (tests/broken/*.yaml), each with the exact
 //! messages it must produce written at its end as `# expect: file:line:col: field: message`
-//! lines, and every shipped recipe validating.
+//! lines; every shipped YAML file (recipe, include base, simulator scenario) loading with its
+//! loader.
 
 use ccp_exp::recipe::Backend;
 use std::path::{Path, PathBuf};
@@ -93,20 +94,225 @@ fn messages_name_file_line_column_and_field() {
     }
 }
 
-#[test]
-fn shipped_recipes_validate() {
-    let mut files = vec![PathBuf::from("recipes/quickstart.yaml")];
-    for e in std::fs::read_dir("recipes/examples").unwrap() {
+/// The kinds of YAML file shipped under recipes/.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// A `ccp-exp` recipe: loads with `ccp_exp::load` and has at least one run.
+    Recipe,
+    /// An include base: not runnable alone; included by a shipped recipe that loads.
+    Base,
+    /// A `ccp-sim` scenario: loads with the simulator's own parser, as `ccp-sim run FILE` does.
+    Scenario,
+}
+
+/// Every `.yaml` file under `dir`, recursively, sorted.
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "yaml") {
-            files.push(p);
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml") {
+            out.push(p);
         }
     }
-    assert!(files.len() >= 4, "{files:?}");
-    for f in files {
-        let exp = ccp_exp::load(&f).unwrap_or_else(|e| panic!("{}:\n{e}", f.display()));
-        assert!(exp.run_count() > 0, "{}", f.display());
+    out.sort();
+}
+
+/// The kind of a shipped file, first rule that applies:
+/// 1. in a directory named `base`: an include base;
+/// 2. a top-level key of the simulator scenario's own (`agent`, `transport`, `topology`,
+///    `stop_when_done`, `output`: `ccp_exp::recipe::SIM_SCENARIO_KEYS`) and neither `backend`
+///    nor `link`: a ccp-sim scenario (the rule of `ccp-exp validate`'s hint);
+/// 3. any other mapping: a ccp-exp recipe.
+///
+/// A file that is not a YAML mapping cannot be classified: an error.
+fn classify(f: &Path) -> Result<Kind, String> {
+    let text = std::fs::read_to_string(f).map_err(|e| e.to_string())?;
+    let root = ccp_exp::tree::Node::parse(f, &text).map_err(|e| e.to_string())?;
+    if !matches!(root.value, ccp_exp::tree::Value::Map(_)) {
+        return Err(format!("cannot classify: {} at the top level", root.kind()));
     }
+    if f.parent()
+        .and_then(|d| d.file_name())
+        .is_some_and(|d| d == "base")
+    {
+        return Ok(Kind::Base);
+    }
+    if ccp_exp::recipe::sim_scenario_hint(f, &root).is_some() {
+        return Ok(Kind::Scenario);
+    }
+    Ok(Kind::Recipe)
+}
+
+/// The files `f` includes, directly or through the files it includes (canonical paths).
+fn includes(f: &Path, out: &mut Vec<PathBuf>) {
+    let text = std::fs::read_to_string(f).unwrap();
+    let root = ccp_exp::tree::Node::parse(f, &text).unwrap();
+    let names: Vec<String> = match root.get("include").map(|n| &n.value) {
+        Some(ccp_exp::tree::Value::Scalar(s)) => vec![s.clone()],
+        Some(ccp_exp::tree::Value::Seq(items)) => items
+            .iter()
+            .filter_map(|n| n.as_scalar().map(str::to_string))
+            .collect(),
+        _ => vec![],
+    };
+    for n in names {
+        let Ok(p) = f.parent().unwrap_or(Path::new("")).join(n).canonicalize() else {
+            continue;
+        };
+        if !out.contains(&p) {
+            out.push(p.clone());
+            includes(&p, out);
+        }
+    }
+}
+
+/// Load a ccp-sim scenario as `ccp-sim run` does before it simulates: the scenario parser
+/// (serde, ranges, consistency), the world's construction (topology and host names, traces,
+/// workload CDFs, recorded queues), and the algorithms every flow, generator and the agent name.
+fn load_scenario(f: &Path) -> Result<(), String> {
+    use ccp_algorithms::agent::{parse_param_settings, split_requested};
+    use ccp_sim::scenario::WorkloadSpec;
+    let s = ccp_sim::Scenario::load(f).map_err(|e| e.to_string())?;
+    ccp_sim::sim::World::build(&s, s.seed, ccp_sim::VirtualClock::new())
+        .map_err(|e| e.to_string())?;
+    let mut algs: Vec<(String, &str)> = vec![("agent.default_alg".into(), &s.agent.default_alg)];
+    for (i, fl) in s.flows.iter().enumerate() {
+        algs.push((format!("flows[{i}].alg"), &fl.alg));
+    }
+    for (i, w) in s.workloads.iter().enumerate() {
+        let alg = match w {
+            WorkloadSpec::Poisson(p) => &p.alg,
+            WorkloadSpec::Incast(c) => &c.alg,
+        };
+        algs.push((format!("workloads[{i}].alg"), alg));
+    }
+    for (field, alg) in algs.into_iter().filter(|(_, a)| !a.is_empty()) {
+        let (name, overrides) = split_requested(alg);
+        ccp_algorithms::registry::lookup(name)
+            .and_then(|spec| {
+                spec.params_from(overrides)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("{field}: {e}"))?;
+    }
+    parse_param_settings(&s.agent.params).map_err(|e| format!("agent.params: {e}"))?;
+    Ok(())
+}
+
+#[test]
+fn every_shipped_yaml_file_loads_with_its_loader() {
+    let mut files = vec![];
+    yaml_files(Path::new("recipes"), &mut files);
+    let mut kinds: Vec<(PathBuf, Kind)> = vec![];
+    let mut failures: Vec<String> = vec![];
+    for f in &files {
+        match classify(f) {
+            Ok(k) => kinds.push((f.clone(), k)),
+            Err(e) => failures.push(format!("{}: {e}", f.display())),
+        }
+    }
+    // Recipes, and what the ones that load include.
+    let mut included: Vec<PathBuf> = vec![];
+    for (f, _) in kinds.iter().filter(|(_, k)| *k == Kind::Recipe) {
+        match ccp_exp::load(f) {
+            Ok(exp) if exp.run_count() > 0 => includes(f, &mut included),
+            Ok(_) => failures.push(format!("{}: ccp-exp recipe with no run", f.display())),
+            Err(e) => failures.push(format!("{} (ccp-exp recipe):\n{e}", f.display())),
+        }
+    }
+    for (f, _) in kinds.iter().filter(|(_, k)| *k == Kind::Base) {
+        if !included.contains(&f.canonicalize().unwrap()) {
+            failures.push(format!(
+                "{}: include base that no shipped recipe that loads includes (a dead file)",
+                f.display()
+            ));
+        }
+    }
+    for (f, _) in kinds.iter().filter(|(_, k)| *k == Kind::Scenario) {
+        if let Err(e) = load_scenario(f) {
+            failures.push(format!("{} (ccp-sim scenario): {e}", f.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let count = |kind: Kind| kinds.iter().filter(|(_, k)| *k == kind).count();
+    let (recipes, bases, scenarios) = (
+        count(Kind::Recipe),
+        count(Kind::Base),
+        count(Kind::Scenario),
+    );
+    eprintln!("{recipes} recipes, {bases} include bases, {scenarios} ccp-sim scenarios");
+    // Not vacuous: every file found was classified and checked, and each kind has members
+    // (quickstart and the examples among the recipes).
+    assert_eq!(recipes + bases + scenarios, files.len());
+    assert!(
+        recipes > 0 && bases > 0 && scenarios > 0,
+        "{recipes} recipes, {bases} bases, {scenarios} scenarios"
+    );
+    for must in ["recipes/quickstart.yaml", "recipes/examples/fairness.yaml"] {
+        assert!(
+            kinds.contains(&(PathBuf::from(must), Kind::Recipe)),
+            "{must} not checked as a recipe"
+        );
+    }
+}
+
+#[test]
+fn a_simulator_scenario_given_as_a_recipe_says_so_and_how_to_run_it() {
+    let f = Path::new("recipes/polycc/jitter.yaml");
+    let errs = ccp_exp::load(f).unwrap_err();
+    let list: Vec<String> = errs.list().iter().map(|e| e.to_string()).collect();
+    // The file:line:col errors stay, the hint comes last, once.
+    assert!(
+        list.iter()
+            .any(|e| e.starts_with("recipes/polycc/jitter.yaml:17:1: topology: unknown key")),
+        "{list:?}"
+    );
+    assert_eq!(
+        list.last().unwrap(),
+        "recipes/polycc/jitter.yaml:1:1: this looks like a ccp-sim scenario (top-level topology, output), not a ccp-exp recipe; run it with `ccp-sim run recipes/polycc/jitter.yaml --out DIR`"
+    );
+    assert_eq!(list.iter().filter(|e| e.contains("ccp-sim")).count(), 1);
+    // A recipe with a stray simulator key has a link: its error is only the unknown key.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.yaml");
+    std::fs::write(
+        &p,
+        "link: {rate: 10mbit, delay: 5ms}\ntransport: {mss: 1448}\nflows: [{algorithm: reno}]\n",
+    )
+    .unwrap();
+    let list: Vec<String> = ccp_exp::load(&p)
+        .unwrap_err()
+        .list()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert!(list[0].contains("transport: unknown key"), "{list:?}");
+    // The simulator's keys are none of a recipe's.
+    for k in ccp_exp::recipe::SIM_SCENARIO_KEYS {
+        assert!(!ccp_exp::recipe::PART_KEYS.contains(k), "{k}");
+    }
+    // Every shipped scenario gets the hint.
+    let mut files = vec![];
+    yaml_files(Path::new("recipes"), &mut files);
+    let mut n = 0;
+    for f in files.iter().filter(|f| classify(f) == Ok(Kind::Scenario)) {
+        let last = ccp_exp::load(f)
+            .unwrap_err()
+            .list()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(
+            last.contains("looks like a ccp-sim scenario"),
+            "{}: {last}",
+            f.display()
+        );
+        n += 1;
+    }
+    assert!(n > 0);
 }
 
 #[test]
