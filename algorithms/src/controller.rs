@@ -146,9 +146,21 @@ pub enum Fused {
     Rate(u64),
 }
 
+/// What a controller is handed when it takes over a live flow from another algorithm (the agent's
+/// `set-algorithm`), besides the smallest RTT the flow has seen (a report it is given next).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TakeOver {
+    /// The flow's window, or its pacing rate for a rate-based successor of a paced flow.
+    pub fused: Fused,
+    /// The predecessor's slow-start threshold, bytes, if it had left slow start (see
+    /// [`Controller::ssthresh`]).
+    pub ssthresh: Option<u32>,
+}
+
 /// The [`Controller`] methods of a wrapper that adds hooks around another controller, to be
-/// written inside its `impl Controller` block: `name`, `mode`, `on_start`, `calibrate`, `cwnd`,
-/// `rate` and `set_params` go to the wrapped controller in the field `inner`. The block adds
+/// written inside its `impl Controller` block: `name`, `mode`, `on_start`, `calibrate`,
+/// `take_over`, `ssthresh`, `cwnd`, `rate` and `set_params` go to the wrapped controller in the
+/// field `inner`. The block adds
 /// `on_measurement`, where the hooks run.
 macro_rules! forward_to_inner {
     () => {
@@ -169,6 +181,14 @@ macro_rules! forward_to_inner {
 
         fn calibrate(&mut self, fused: $crate::controller::Fused) {
             self.inner.calibrate(fused)
+        }
+
+        fn take_over(&mut self, handed: &$crate::controller::TakeOver) {
+            self.inner.take_over(handed)
+        }
+
+        fn ssthresh(&self) -> Option<u32> {
+            self.inner.ssthresh()
         }
 
         fn cwnd(&self) -> u32 {
@@ -202,6 +222,21 @@ pub trait Controller: Send {
 
     /// Adopt an externally fused value as if the controller had chosen it itself.
     fn calibrate(&mut self, fused: Fused);
+
+    /// Take over a live flow another algorithm ran until now, just after `on_start`: its window
+    /// or rate and, for a window algorithm, its slow-start threshold. Linux keeps a socket's
+    /// `ssthresh` when its congestion control is changed; a successor that keeps a threshold
+    /// does the same, so a flow past its slow start does not start a second one from a full
+    /// window. The default calibrates to `handed.fused` only.
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.calibrate(handed.fused);
+    }
+
+    /// The slow-start threshold, bytes, once the algorithm has set one (None: still unbounded, or
+    /// the algorithm keeps none).
+    fn ssthresh(&self) -> Option<u32> {
+        None
+    }
 
     /// The controller's current window, bytes (what it would install now).
     fn cwnd(&self) -> u32;

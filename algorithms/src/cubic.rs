@@ -387,6 +387,14 @@ impl WindowAlgorithm for Cubic {
             }
         }
     }
+
+    fn threshold(&self) -> Option<u64> {
+        self.ssthresh()
+    }
+
+    fn set_threshold(&mut self, bytes: u64) {
+        self.ssthresh = (bytes as f64).max(self.floor());
+    }
 }
 
 impl Controller for Cubic {

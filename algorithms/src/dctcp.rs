@@ -44,7 +44,9 @@
 //!
 //! Time is the agent's [`Measurement::now_us`], never the wall clock.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
+};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::reno::{Reno, RenoConfig};
@@ -243,6 +245,14 @@ impl Controller for Dctcp {
 
     fn calibrate(&mut self, fused: Fused) {
         self.reno.calibrate(fused);
+    }
+
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.reno.take_over(handed);
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        Controller::ssthresh(&self.reno)
     }
 
     fn cwnd(&self) -> u32 {

@@ -338,6 +338,14 @@ impl WindowAlgorithm for Paccp {
         let floor = self.floor();
         window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
     }
+
+    fn threshold(&self) -> Option<u64> {
+        (self.ssthresh < MAX_CWND).then_some(self.ssthresh)
+    }
+
+    fn set_threshold(&mut self, bytes: u64) {
+        self.ssthresh = bytes.max(self.floor());
+    }
 }
 
 impl Controller for Paccp {

@@ -39,6 +39,15 @@
 //! Vegas then continues its own law from there (one MSS per round towards the α..β band).
 //! [`Fused::Rate`] becomes `rate · RTT` with the last mean RTT (ignored before any RTT sample).
 //!
+//! # Taking over a live flow (`set-algorithm`)
+//!
+//! Vegas starts in slow start from the window handed over, but its first round only measures it
+//! (no growth), as the round after a hold round does: a predecessor that filled a deep buffer
+//! leaves `diff` far above γ, and the γ exit brings the window down to one packet queued at
+//! once instead of doubling it first. It ignores a handed `ssthresh` (which Reno and CUBIC keep,
+//! as Linux keeps a socket's): from a window above it Vegas would be in congestion avoidance and
+//! drain the queue it inherited by one MSS per round.
+//!
 //! # Parameters
 //!
 //! `alpha` 2, `beta` 4 (packets; the project's ALGORITHMS.md and Linux's `tcp_vegas`; the Vegas
@@ -46,7 +55,7 @@
 //! `min-cwnd` 2 packets (Reno's), `init-cwnd` 10 packets, `reports-per-rtt` 4. Out-of-range values are clamped: packets to ≥ 1, `beta` to ≥ `alpha`,
 //! `loss-beta` to [0, 1]. Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
-use crate::controller::{Controller, Decision, Measurement};
+use crate::controller::{Controller, Decision, Measurement, TakeOver};
 use crate::filters::{ReportClock, RoundCounter, Srtt, count_param};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
@@ -165,6 +174,9 @@ pub struct Vegas {
     growth_round: bool,
     /// In slow start: the window held through the last hold round, measured by the next round.
     hold_window: Option<u64>,
+    /// The flow was taken over from another algorithm and its first round, which measures the
+    /// window handed over, has not ended: no growth until it has.
+    taken_over: bool,
     /// The last diff computed, packets (for inspection).
     last_diff: Option<f64>,
     srtt: Srtt,
@@ -185,6 +197,7 @@ impl Vegas {
             round_rtt_us: 0,
             growth_round: true,
             hold_window: None,
+            taken_over: false,
             last_diff: None,
             srtt: Srtt::new(),
             clock,
@@ -237,6 +250,7 @@ impl Vegas {
 
     /// A round ended with `rtt` µs as its smallest RTT sample; `cwnd` is the window now.
     fn end_of_round(&mut self, rtt: u64) {
+        self.taken_over = false;
         let base = self.base_rtt_us;
         let mss = self.mss() as f64;
         // The packets acknowledged in a round were sent in the previous one: in slow start only a
@@ -295,6 +309,7 @@ impl WindowAlgorithm for Vegas {
         self.round_rtt_us = 0;
         self.growth_round = true;
         self.hold_window = None;
+        self.taken_over = false;
         self.last_diff = None;
         self.srtt = Srtt::new();
         self.clock = ReportClock::new(self.cfg.reports_per_rtt);
@@ -316,7 +331,7 @@ impl WindowAlgorithm for Vegas {
 
     /// Slow start only: congestion avoidance acts once per round.
     fn grow(&mut self, acked: u64) {
-        if self.in_slow_start() && self.growth_round {
+        if self.in_slow_start() && self.growth_round && !self.taken_over {
             self.cwnd = (self.cwnd + acked.min(self.ssthresh - self.cwnd)).min(MAX_CWND);
         }
     }
@@ -327,6 +342,28 @@ impl WindowAlgorithm for Vegas {
 
     fn adopt(&mut self, w: u64) {
         self.cwnd = w.clamp(self.floor(), MAX_CWND);
+    }
+
+    fn threshold(&self) -> Option<u64> {
+        (self.ssthresh < MAX_CWND).then_some(self.ssthresh)
+    }
+
+    fn set_threshold(&mut self, bytes: u64) {
+        self.ssthresh = bytes.max(self.floor());
+    }
+
+    /// The window handed over is measured first: the flow's first round is a measuring round
+    /// (as the round after a hold round in slow start), without growth, and at its end the γ exit
+    /// brings a queue Vegas did not build down to the window that queues one packet at once.
+    /// Vegas keeps no threshold it is handed: it finds the pipe by its delay, and from a window at
+    /// or above a handed threshold it would be in congestion avoidance and drain a deep queue by
+    /// one MSS per round.
+    fn take_over_window(&mut self, handed: &TakeOver) {
+        self.calibrate_window(handed.fused);
+        self.ssthresh = MAX_CWND;
+        self.growth_round = true;
+        self.hold_window = Some(self.cwnd);
+        self.taken_over = true;
     }
 }
 

@@ -83,7 +83,9 @@
 //! Control mode is [`ControlMode::Rate`], as Vivace.
 
 use crate::aggregator::{Aggregator, current_source};
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
+};
 use crate::mi::{DeliveryCounter, MBIT, MiEngine, MiStats, Role, RttBase, Utility};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
@@ -822,6 +824,14 @@ impl Controller for JcceMemberFlow {
 
     fn calibrate(&mut self, fused: Fused) {
         self.inner.calibrate(fused);
+    }
+
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.inner.take_over(handed);
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        self.inner.ssthresh()
     }
 
     fn cwnd(&self) -> u32 {

@@ -25,7 +25,7 @@
 //!
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
-use crate::controller::{Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{Controller, Decision, FlowStart, Fused, Measurement, TakeOver};
 use crate::params::{ParamSpec, Unit};
 
 /// MSS assumed until the flow tells us its own, bytes.
@@ -286,12 +286,33 @@ pub trait WindowAlgorithm: Controller {
             self.adopt(w);
         }
     }
+
+    /// The slow-start threshold, bytes, once set (None while unbounded). Algorithms without a
+    /// threshold keep the default.
+    fn threshold(&self) -> Option<u64> {
+        None
+    }
+
+    /// Take the slow-start threshold `bytes` from a predecessor (floored as the algorithm floors
+    /// its own). Algorithms without a threshold keep the default, which ignores it.
+    fn set_threshold(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
+
+    /// Take over a live flow ([`Controller::take_over`]): its window, then its threshold.
+    fn take_over_window(&mut self, handed: &TakeOver) {
+        self.calibrate_window(handed.fused);
+        if let Some(t) = handed.ssthresh {
+            self.set_threshold(u64::from(t));
+        }
+    }
 }
 
 /// The [`Controller`] methods every [`WindowAlgorithm`] shares, to be written inside its
 /// `impl Controller` block: `name` (the literal given), `mode` (`ControlMode::Window`),
 /// `on_start` ([`WindowAlgorithm::start_window`]), `calibrate`
-/// ([`WindowAlgorithm::calibrate_window`]), `cwnd` ([`WindowAlgorithm::window`] as
+/// ([`WindowAlgorithm::calibrate_window`]), `take_over` ([`WindowAlgorithm::take_over_window`]),
+/// `ssthresh` ([`WindowAlgorithm::threshold`]), `cwnd` ([`WindowAlgorithm::window`] as
 /// [`WindowBytes::to_cwnd`] rounds it) and `rate` (none). The block adds `on_measurement` and
 /// whatever else the algorithm overrides.
 macro_rules! window_controller {
@@ -313,6 +334,15 @@ macro_rules! window_controller {
 
         fn calibrate(&mut self, fused: $crate::controller::Fused) {
             $crate::window::WindowAlgorithm::calibrate_window(self, fused)
+        }
+
+        fn take_over(&mut self, handed: &$crate::controller::TakeOver) {
+            $crate::window::WindowAlgorithm::take_over_window(self, handed)
+        }
+
+        fn ssthresh(&self) -> Option<u32> {
+            $crate::window::WindowAlgorithm::threshold(self)
+                .map(|t| t.min($crate::window::MAX_CWND) as u32)
         }
 
         fn cwnd(&self) -> u32 {

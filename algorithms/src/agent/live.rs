@@ -26,15 +26,18 @@
 //! 1. `on_start` with the flow's MSS and its **current window** as the initial window (what the
 //!    old controller would install now: its window if it was window-based, its rate times the
 //!    last mean RTT if it was rate-based).
-//! 2. [`Controller::calibrate`], the hand-over PolyCC uses to sync a member to a value it did not
-//!    choose, with the old state in the new controller's mode: [`Fused::Cwnd`] of that window for
-//!    a window-based successor, [`Fused::Rate`] of the old pacing rate (or the window over the
-//!    last mean RTT) for a rate-based one. Each algorithm takes it with its own meaning (its
-//!    calibration section): Reno, Cubic, Vegas... take the window and keep their slow-start
-//!    threshold, so a successor still in its first slow start keeps growing from the flow's
-//!    window (it does not restart from the initial window), and leaves it at its first loss or,
-//!    for Vegas, at its γ exit; BBR, Vivace, Hercules take the rate as their pacing rate and go
-//!    on with their own state machine (BBR in startup) from there.
+//! 2. [`Controller::take_over`] with the old state in the new controller's mode: [`Fused::Cwnd`]
+//!    of that window for a window-based successor, [`Fused::Rate`] of the old pacing rate (or the
+//!    window over the last mean RTT) for a rate-based one, and the old controller's slow-start
+//!    threshold ([`Controller::ssthresh`]) if it had left slow start. Each algorithm takes it with
+//!    its own meaning: Reno, Cubic, DCTCP and PACCP take the window (their calibration, as PolyCC
+//!    syncs a member) and the threshold, as Linux keeps a socket's `ssthresh` across a change of
+//!    congestion control — a flow past its slow start continues in congestion avoidance from its
+//!    window, and a flow still in its first slow start (no threshold yet) keeps growing from its
+//!    window until its first loss. Vegas measures the window handed over for one round and then
+//!    leaves it by its γ exit (its module's "Taking over a live flow"). BBR, Vivace, Hercules take
+//!    the rate as their pacing rate and go on with their own state machine (BBR in startup) from
+//!    there.
 //! 3. The flow's **RTT history**: the new controller is shown one report with no acknowledgements
 //!    whose RTT samples are the smallest RTT the flow has had (over its whole life), so delay-based
 //!    algorithms (Vegas's baseRTT, Copa's and BBR's min RTT, LEDBAT's base delay) measure
@@ -55,7 +58,7 @@
 use crate::agent::pricing::FlowSlot;
 use crate::agent::rules::FlowKey;
 use crate::controller::{
-    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod,
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod, TakeOver,
 };
 use crate::params::ParamSet;
 use crate::registry::{self, AlgorithmSpec};
@@ -361,10 +364,14 @@ impl Live {
             init_cwnd: window,
             now_us: m.now_us,
         });
-        match (new.mode(), rate) {
-            (ControlMode::Rate, Some(r)) => new.calibrate(Fused::Rate(r)),
-            _ => new.calibrate(Fused::Cwnd(window)),
-        }
+        let ssthresh = self.inner.ssthresh();
+        new.take_over(&TakeOver {
+            fused: match (new.mode(), rate) {
+                (ControlMode::Rate, Some(r)) => Fused::Rate(r),
+                _ => Fused::Cwnd(window),
+            },
+            ssthresh,
+        });
         if self.min_rtt_us > 0 {
             new.on_measurement(&history_report(m, self.min_rtt_us));
         }
@@ -376,6 +383,7 @@ impl Live {
             new = %sw.params,
             window,
             rate = rate.unwrap_or(0),
+            ssthresh = ssthresh.unwrap_or(0),
             min_rtt_us = self.min_rtt_us,
             "flow handed to a new algorithm"
         );
@@ -433,6 +441,14 @@ impl Controller for Live {
 
     fn calibrate(&mut self, fused: Fused) {
         self.inner.calibrate(fused)
+    }
+
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.inner.take_over(handed)
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        self.inner.ssthresh()
     }
 
     fn cwnd(&self) -> u32 {
@@ -741,9 +757,10 @@ mod tests {
     #[test]
     fn a_delay_based_successor_measures_queueing_against_the_flows_base_rtt() {
         // A cubic flow that first saw a 10 ms path, now with 30 ms of queue: Vegas taking over
-        // must see the 10 ms: its slow start ends (diff > γ) with the window · 10/40 it measured
-        // (3.7 MB -> 9.05 MB held -> 2.26 MB here). Without the flow's RTT history its baseRTT
-        // would be 40 ms, diff 0, and it would go on growing the queue.
+        // must see the 10 ms: its first round measures the window it took over (no growth) and
+        // its slow start ends (diff > γ) with that window · 10/40. Without the flow's RTT history
+        // its baseRTT would be 40 ms, diff 0, and it would go on growing the queue; without the
+        // measuring round it would double the window first (3.7 MB -> 9.05 MB held).
         let t = Arc::new(LiveFlows::default());
         let mut h = flow(&t, "cubic", 10);
         h.on_start(&START);
@@ -761,19 +778,84 @@ mod tests {
         }
         t.set_algorithm(&["1", "vegas"], |s| s.defaults()).unwrap();
         let w0 = h.cwnd();
+        let mut most = 0;
         for _ in 0..40 {
             now += 10_000;
             let w = u64::from(h.cwnd());
             // A queue of 3 pipes: RTT 40 ms while the window is above 4x its switch value / 4.
             let rtt = (10_000.0 * (w as f64 / (w0 as f64 / 4.0))).clamp(10_000.0, 40_000.0);
-            h.on_measurement(&report_at(now, w / 4, rtt as u64, w, 0));
+            most = most.max(
+                h.on_measurement(&report_at(now, w / 4, rtt as u64, w, 0))
+                    .cwnd
+                    .unwrap_or(0),
+            );
         }
         assert_eq!(h.name(), "vegas");
         let w1 = h.cwnd();
         assert!(
-            (w1 as f64) < 0.7 * w0 as f64,
+            most <= w0,
+            "vegas grew the window it took over: {w0} -> {most}"
+        );
+        assert!(
+            (w1 as f64) < 0.3 * w0 as f64,
             "vegas kept the queue: window {w0} -> {w1}"
         );
+    }
+
+    #[test]
+    fn a_successor_keeps_the_flows_slow_start_threshold() {
+        // Past a loss, cubic has a threshold: reno takes it and grows by one MSS per RTT from
+        // the window it took over, as Linux after a change of congestion control, instead of
+        // doubling it in a second slow start.
+        let t = Arc::new(LiveFlows::default());
+        let mut h = flow(&t, "cubic", 11);
+        h.on_start(&START);
+        let mut now = 0;
+        for i in 0..20u64 {
+            now += 20_000;
+            let w = u64::from(h.cwnd());
+            let mut m = report_at(now, w, 20_000, w, 0);
+            m.lost_packets = u64::from(i == 6);
+            h.on_measurement(&m);
+        }
+        let threshold = h.ssthresh().expect("cubic left slow start at its loss");
+        t.set_algorithm(&["10.0.0.1:11", "reno"], |s| s.defaults())
+            .unwrap();
+        let before = u64::from(h.cwnd());
+        let mut w = before;
+        for _ in 0..5 {
+            now += 20_000;
+            w = u64::from(
+                h.on_measurement(&report_at(now, w, 20_000, w, 0))
+                    .cwnd
+                    .unwrap(),
+            );
+        }
+        assert_eq!(h.name(), "reno");
+        assert_eq!(h.ssthresh(), Some(threshold));
+        assert!(
+            w <= before + 6 * 1448,
+            "reno slow-started from {before}: {w} after 5 RTTs"
+        );
+        // A flow still in its first slow start has no threshold to hand on: the successor keeps
+        // doubling from the flow's window.
+        let mut g = flow(&t, "reno", 12);
+        g.on_start(&START);
+        for i in 1..4u64 {
+            let w = u64::from(g.cwnd());
+            g.on_measurement(&report_at(i * 20_000, w, 20_000, w, 0));
+        }
+        assert_eq!(g.ssthresh(), None);
+        t.set_algorithm(&["10.0.0.1:12", "cubic"], |s| s.defaults())
+            .unwrap();
+        let before = u64::from(g.cwnd());
+        let w = u64::from(
+            g.on_measurement(&report_at(80_000, before, 20_000, before, 0))
+                .cwnd
+                .unwrap(),
+        );
+        assert_eq!(g.name(), "cubic");
+        assert!(w >= 2 * before - 1448, "{before} -> {w}");
     }
 
     #[test]
