@@ -488,7 +488,12 @@ pub fn load(path: &Path) -> Result<Experiment, RecipeErrors> {
         }
     }
     if !errs.is_empty() {
-        errs.extend(recipe::sim_scenario_hint(path, &root));
+        // A simulator scenario fails as a recipe at nearly every line: the first error and the
+        // hint say more than the whole list.
+        if let Some(hint) = recipe::sim_scenario_hint(path, &root) {
+            errs.truncate(1);
+            errs.push(hint);
+        }
         return Err(fail(errs));
     }
     Ok(Experiment {

@@ -586,9 +586,9 @@ pub fn sim_scenario_hint(file: &Path, root: &Node) -> Option<ConfigError> {
     Some(crate::tree::Pos::file_start(file).error(
         "",
         format!(
-            "this looks like a ccp-sim scenario (top-level {}), not a ccp-exp recipe; run it with `ccp-sim run {} --out DIR`",
+            "this looks like a ccp-sim scenario (top-level {}), not a ccp-exp recipe; check it with `ccp-sim check {f}`, run it with `ccp-sim run {f} --out DIR`",
             sim.join(", "),
-            file.display()
+            f = file.display()
         ),
     ))
 }

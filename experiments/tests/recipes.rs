@@ -101,7 +101,7 @@ enum Kind {
     Recipe,
     /// An include base: not runnable alone; included by a shipped recipe that loads.
     Base,
-    /// A `ccp-sim` scenario: loads with the simulator's own parser, as `ccp-sim run FILE` does.
+    /// A `ccp-sim` scenario: passes `ccp-sim check FILE` (what `ccp-sim run FILE` checks first).
     Scenario,
 }
 
@@ -167,38 +167,13 @@ fn includes(f: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Load a ccp-sim scenario as `ccp-sim run` does before it simulates: the scenario parser
-/// (serde, ranges, consistency), the world's construction (topology and host names, traces,
-/// workload CDFs, recorded queues), and the algorithms every flow, generator and the agent name.
+/// Load a ccp-sim scenario and check it as `ccp-sim check` (and `ccp-sim run` before it
+/// simulates) does: the scenario parser (serde, ranges, consistency), the algorithms every flow,
+/// generator and the agent name, and the world's construction (topology and host names, traces,
+/// workload CDFs, recorded queues).
 fn load_scenario(f: &Path) -> Result<(), String> {
-    use ccp_algorithms::agent::{parse_param_settings, split_requested};
-    use ccp_sim::scenario::WorkloadSpec;
     let s = ccp_sim::Scenario::load(f).map_err(|e| e.to_string())?;
-    ccp_sim::sim::World::build(&s, s.seed, ccp_sim::VirtualClock::new())
-        .map_err(|e| e.to_string())?;
-    let mut algs: Vec<(String, &str)> = vec![("agent.default_alg".into(), &s.agent.default_alg)];
-    for (i, fl) in s.flows.iter().enumerate() {
-        algs.push((format!("flows[{i}].alg"), &fl.alg));
-    }
-    for (i, w) in s.workloads.iter().enumerate() {
-        let alg = match w {
-            WorkloadSpec::Poisson(p) => &p.alg,
-            WorkloadSpec::Incast(c) => &c.alg,
-        };
-        algs.push((format!("workloads[{i}].alg"), alg));
-    }
-    for (field, alg) in algs.into_iter().filter(|(_, a)| !a.is_empty()) {
-        let (name, overrides) = split_requested(alg);
-        ccp_algorithms::registry::lookup(name)
-            .and_then(|spec| {
-                spec.params_from(overrides)
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })
-            .map_err(|e| format!("{field}: {e}"))?;
-    }
-    parse_param_settings(&s.agent.params).map_err(|e| format!("agent.params: {e}"))?;
-    Ok(())
+    ccp_sim::check(&s).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -271,7 +246,7 @@ fn a_simulator_scenario_given_as_a_recipe_says_so_and_how_to_run_it() {
     );
     assert_eq!(
         list.last().unwrap(),
-        "recipes/polycc/jitter.yaml:1:1: this looks like a ccp-sim scenario (top-level topology, output), not a ccp-exp recipe; run it with `ccp-sim run recipes/polycc/jitter.yaml --out DIR`"
+        "recipes/polycc/jitter.yaml:1:1: this looks like a ccp-sim scenario (top-level topology, output), not a ccp-exp recipe; check it with `ccp-sim check recipes/polycc/jitter.yaml`, run it with `ccp-sim run recipes/polycc/jitter.yaml --out DIR`"
     );
     assert_eq!(list.iter().filter(|e| e.contains("ccp-sim")).count(), 1);
     // A recipe with a stray simulator key has a link: its error is only the unknown key.

@@ -100,6 +100,6 @@ pub mod workload;
 
 pub use error::SimError;
 pub use output::write_outputs;
-pub use runner::{SimResult, run};
+pub use runner::{SimResult, check, run};
 pub use scenario::Scenario;
 pub use time::VirtualClock;

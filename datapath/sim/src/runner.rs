@@ -17,7 +17,7 @@ use ccp_algorithms::agent::rules::Rules;
 use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
 use ccp_algorithms::aggregator::{AggregatorSource, SharedSim, SimSource, with_source};
 use ccp_algorithms::params::ParamSet;
-use ccp_algorithms::registry;
+use ccp_algorithms::registry::{self, AlgorithmSpec};
 use portus::ipc::{BackendBuilder, Ipc};
 use portus::{CongAlg, Datapath, DatapathInfo, Flow, Report};
 use std::collections::{BTreeMap, HashMap};
@@ -125,16 +125,34 @@ fn check_algorithms(s: &Scenario) -> Result<(), SimError> {
     Ok(())
 }
 
-/// Run `scenario` with `seed` (default: the scenario's).
-pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError> {
-    let seed = seed.unwrap_or(scenario.seed);
+/// What `run` checks before it simulates, without simulating: the scenario's own consistency,
+/// every algorithm a flow, a generator or the agent names (and its parameters), the agent's
+/// parameter settings, and the world's construction (topology and host names, traces, workload
+/// distributions, recorded queues). `ccp-sim check` runs this.
+pub fn check(scenario: &Scenario) -> Result<(), SimError> {
+    checked_agent(scenario)?;
+    World::build(scenario, scenario.seed, VirtualClock::new())?;
+    Ok(())
+}
+
+/// The scenario's consistency and algorithms ([`check`] but the world): the agent's default
+/// algorithm and its parameter settings.
+fn checked_agent(
+    scenario: &Scenario,
+) -> Result<(&'static AlgorithmSpec, HashMap<&'static str, ParamSet>), SimError> {
     scenario
         .validate()
         .map_err(|m| SimError::Invalid(m.replace('\n', "; ")))?;
     check_algorithms(scenario)?;
     let default_alg = registry::lookup(&scenario.agent.default_alg)
         .map_err(|e| SimError::Invalid(format!("agent.default_alg: {e}")))?;
-    let base = parse_params(&scenario.agent.params)?;
+    Ok((default_alg, parse_params(&scenario.agent.params)?))
+}
+
+/// Run `scenario` with `seed` (default: the scenario's).
+pub fn run(scenario: &Scenario, seed: Option<u64>) -> Result<SimResult, SimError> {
+    let seed = seed.unwrap_or(scenario.seed);
+    let (default_alg, base) = checked_agent(scenario)?;
     let clock = VirtualClock::new();
     let world = Arc::new(Mutex::new(World::build(scenario, seed, clock.clone())?));
     let time: Arc<dyn TimeSource> = Arc::new(clock);

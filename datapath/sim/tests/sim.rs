@@ -394,3 +394,24 @@ fn every_built_in_example_runs() {
         assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0, "{name}");
     }
 }
+
+#[test]
+fn check_refuses_what_run_would_refuse_without_simulating() {
+    let good = dumbbell(2, 10, Amount::Bdp(1.0), 1);
+    assert!(ccp_sim::check(&good).is_ok());
+    let mut bad_alg = good.clone();
+    bad_alg.flows[1].alg = "cubc".into();
+    let e = ccp_sim::check(&bad_alg).unwrap_err().to_string();
+    assert!(e.contains("flows[1].alg") && e.contains("cubic"), "{e}");
+    let mut bad_param = good.clone();
+    bad_param.flows[0].alg = "cubic:beta=high".into();
+    let e = ccp_sim::check(&bad_param).unwrap_err().to_string();
+    assert!(e.contains("flows[0].alg") && e.contains("beta"), "{e}");
+    let mut bad_host = good.clone();
+    bad_host.flows[0].dst = "r7".into();
+    let e = ccp_sim::check(&bad_host).unwrap_err().to_string();
+    assert!(e.contains("r7"), "{e}");
+    for s in [&bad_alg, &bad_param, &bad_host] {
+        assert!(run(s, None).is_err(), "run accepts what check refuses");
+    }
+}

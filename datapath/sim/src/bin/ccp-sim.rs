@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use ccp_sim::scenario::{EXAMPLES, example};
-use ccp_sim::{Scenario, run, write_outputs};
+use ccp_sim::{Scenario, check, run, write_outputs};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,7 +40,8 @@ enum Command {
         /// One of: dumbbell, parking-lot, leaf-spine, incast, cellular
         name: String,
     },
-    /// Check a scenario file and exit
+    /// Check a scenario file as `run` would before simulating (its fields, every algorithm and
+    /// parameter it names, its topology, traces and workload files) and exit
     Check { scenario: PathBuf },
 }
 
@@ -85,6 +86,7 @@ fn run_command(command: Command) -> Result<()> {
         }
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
+            check(&s).with_context(|| scenario.display().to_string())?;
             println!(
                 "{}: valid ({} flows listed, {} generators)",
                 scenario.display(),
