@@ -740,6 +740,18 @@ impl Controller for Bbr {
     fn rate(&self) -> Option<u64> {
         Some(self.pacing_rate)
     }
+
+    /// Once Startup has found the pipe full, the pipe BBR measured (`BtlBw · RTprop`): what a
+    /// slow-start threshold stands for. A window-based successor (`set-algorithm`) then takes
+    /// over BBR's window (up to twice the pipe) in congestion avoidance instead of doubling it
+    /// in a slow start of its own. (Linux's BBR leaves a socket's `ssthresh` unbounded, so there
+    /// a successor does slow-start.)
+    fn ssthresh(&self) -> Option<u32> {
+        (self.filled_pipe && self.min_rtt_us > 0).then(|| {
+            let bdp = self.btlbw() as f64 * self.min_rtt_us as f64 / 1e6;
+            (bdp as u64).clamp(self.min_pipe(), MAX_CWND) as u32
+        })
+    }
 }
 
 #[cfg(test)]
@@ -809,6 +821,7 @@ mod tests {
         let mut b = bbr(BbrConfig::default());
         let mut path = Path::new(100.0, RTT); // 345 packets of BDP
         path.start(&mut b);
+        assert_eq!(Controller::ssthresh(&b), None, "no threshold in Startup");
         let seen = states(&mut b, &mut path, 2e6);
         let modes: Vec<Mode> = seen.iter().map(|s| s.2).collect();
         assert_eq!(&modes[..2], &[Mode::Drain, Mode::ProbeBw], "{seen:?}");
@@ -832,6 +845,13 @@ mod tests {
             b.min_rtt_us()
         );
         assert!(b.filled_pipe());
+        // The threshold a successor takes over: the pipe BBR measured.
+        let pipe = rate * path.base_us / 1e6;
+        let t = f64::from(Controller::ssthresh(&b).unwrap());
+        assert!(
+            (t / pipe - 1.0).abs() < 0.03,
+            "threshold {t} for a pipe of {pipe}"
+        );
         // ProbeBW keeps the queue small: the gain cycle adds at most a quarter BDP (86 packets)
         // for one RTT in eight.
         let steps = path.run(&mut b, 4e6);
