@@ -9,7 +9,8 @@
 //!
 //! - **Slow start** (`cwnd < ssthresh`) as Reno: `cwnd += acked_bytes`, doubling per RTT; a report
 //!   that crosses `ssthresh` spends the rest of its bytes in congestion avoidance. `ssthresh` starts
-//!   unbounded, so the first slow start ends at the first loss (no HyStart).
+//!   unbounded, so by default (`hystart` off) the first slow start ends at the first loss; with
+//!   `hystart` on, HyStart++ may end it earlier (see below).
 //! - **Congestion avoidance** (`cwnd ≥ ssthresh`), RFC 9438 §4.2. The epoch (the current congestion
 //!   avoidance stage) starts at its first report, i.e. after the recovery RTT that follows a loss,
 //!   with `t_epoch = now`, `cwnd_epoch = cwnd`, `W_est = cwnd` and
@@ -37,6 +38,44 @@
 //!   `W_max = cwnd_epoch` and `K = 0`, `W_est = cwnd_epoch`, as §4.8 asks.
 //! - **Floor**: except for the timeout loss window, `cwnd ≥ min_cwnd · mss`.
 //!
+//! # HyStart++ (RFC 9406), parameter `hystart`, off by default
+//!
+//! RFC 9438 §4.10 recommends HyStart++ for CUBIC's slow start. It is built here but **off by
+//! default**: every figure measured with this module so far was measured without it, and the
+//! project's algorithm specification does not ask for it. With `hystart` on:
+//!
+//! - **When**: only in the first slow start, while `ssthresh` still has its initial unbounded
+//!   value (RFC 9406 §4.2: later slow starts, after a timeout, stop at the `ssthresh` they
+//!   found). A loss, a timeout or a threshold handed over by a predecessor ends it, as in plain
+//!   slow start.
+//! - **Rounds** are packet-timed ([`RoundCounter`]): a round ends when the data in flight at its
+//!   start has been acknowledged. A report acknowledges many packets; the report that ends a round
+//!   counts wholly in the round it ends (as in [`crate::vegas`]). While HyStart++ runs the
+//!   controller asks for [`HYSTART_REPORTS_PER_RTT`] reports per smoothed RTT (rather than one) so
+//!   that a round's first samples arrive early in the round; once it is over it asks for one
+//!   report per RTT again.
+//! - **RTT samples**: the RFC takes one sample per ACK; a report carries `rtt_samples` samples and
+//!   their minimum `rtt_min_us`. The round's `currentRoundMinRTT` is the minimum of its reports'
+//!   minima and `rttSampleCount` the sum of their `rtt_samples`; the checks below run after each
+//!   report once the round has `N_RTT_SAMPLE` = 8 samples. The approximation: the report that
+//!   brings the 8th sample may carry later samples too, whose minimum can only be lower, so the
+//!   delay-increase test sees the minimum of the first 8 samples or of a few more (it can fire
+//!   later than per-ACK, never earlier). `lastRoundMinRTT` is the previous round's minimum.
+//! - **Slow start exit**: with `RttThresh = clamp(lastRoundMinRTT / 8, 4 ms, 16 ms)`
+//!   (MIN_RTT_DIVISOR, MIN_RTT_THRESH, MAX_RTT_THRESH), a round whose `currentRoundMinRTT ≥
+//!   lastRoundMinRTT + RttThresh` enters **Conservative Slow Start** (CSS) with
+//!   `cssBaselineMinRtt = currentRoundMinRTT`.
+//! - **CSS**: the window grows by `acked / CSS_GROWTH_DIVISOR` (4) per report. A round of CSS whose
+//!   minimum RTT (once it has 8 samples) falls below `cssBaselineMinRtt` was a false alarm: back to
+//!   slow start. When `CSS_ROUNDS` = 5 rounds have ended in CSS (the round CSS began in counts as
+//!   the first), `ssthresh = cwnd` and congestion avoidance starts, as RFC 9438 §4.10 says for a
+//!   slow start left without a loss: `cwnd_prior = cwnd`, `W_max = cwnd` at the epoch's start,
+//!   `K = 0`.
+//! - **L** (the RFC's per-ACK growth cap of 8 MSS for an unpaced sender) is not applied: a report
+//!   aggregates many ACKs and does not say how many bytes each acknowledged, so slow start (and
+//!   CSS, divided by 4) grows by the report's acknowledged bytes, as plain slow start does here.
+//!   With one or two packets per ACK the cap would not bind anyway.
+//!
 //! # Calibration (PolyCC)
 //!
 //! [`Fused::Cwnd`] sets `cwnd = w` (floored at `min_cwnd·mss`) and CUBIC continues its own law from
@@ -52,23 +91,42 @@
 //! # Parameters
 //!
 //! `init-cwnd` (10 packets, RFC 6928), `min-cwnd` (2 packets, RFC 5681), `c` (0.4, RFC 9438 §5.1),
-//! `beta` (0.7, RFC 9438 §5.1 / §4.6), `fast-convergence` (true, §4.7), `tcp-friendly` (true, §4.3).
+//! `beta` (0.7, RFC 9438 §5.1 / §4.6), `fast-convergence` (true, §4.7), `tcp-friendly` (true, §4.3),
+//! `hystart` (false, RFC 9406 as RFC 9438 §4.10 recommends; off so that the measured figures stay
+//! those of plain slow start).
 //! Out-of-range values are clamped: packets to ≥ 1, `beta` to [0, 1], `c` to ≥ 0.001.
 //!
 //! The loss epoch, the timeout state, the RTT, the MSS and the time of the last report are kept by
 //! the shared [`WindowCore`]; this module only says how the window
 //! reacts.
 
-use crate::controller::{Controller, Decision, Measurement};
+use crate::controller::{Controller, Decision, Measurement, ReportPeriod};
+use crate::filters::{ReportClock, RoundCounter, Srtt};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
-use crate::window::{self, WindowAlgorithm, WindowCore, packets};
+use crate::window::{self, WindowAlgorithm, WindowCore, WindowEvent, packets};
 
 /// The largest window a decision can carry, bytes.
 const MAX_CWND: f64 = window::MAX_CWND as f64;
 
 /// Smallest accepted `c` (a zero would make K infinite).
 const MIN_C: f64 = 0.001;
+
+/// HyStart++: RTT samples a round needs before its minimum is compared (RFC 9406 §4.3).
+pub const N_RTT_SAMPLE: u64 = 8;
+/// HyStart++: smallest RttThresh, µs (RFC 9406 §4.3, 4 ms).
+pub const MIN_RTT_THRESH_US: u64 = 4_000;
+/// HyStart++: largest RttThresh, µs (RFC 9406 §4.3, 16 ms).
+pub const MAX_RTT_THRESH_US: u64 = 16_000;
+/// HyStart++: RttThresh is lastRoundMinRTT over this (RFC 9406 §4.3).
+pub const MIN_RTT_DIVISOR: u64 = 8;
+/// HyStart++: Conservative Slow Start grows by the acknowledged bytes over this (RFC 9406 §4.3).
+pub const CSS_GROWTH_DIVISOR: f64 = 4.0;
+/// HyStart++: rounds of Conservative Slow Start before congestion avoidance (RFC 9406 §4.3).
+pub const CSS_ROUNDS: u64 = 5;
+/// Reports asked for per smoothed RTT while HyStart++ runs (this module's choice: rounds' first
+/// samples early in the round, as with Vegas's default).
+pub const HYSTART_REPORTS_PER_RTT: u64 = 4;
 
 /// Every parameter of CUBIC, with unit, default and source.
 pub const PARAMS: &[ParamSpec] = &[
@@ -102,6 +160,15 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "Reno-friendly region: grow at least as fast as the AIMD estimate W_est",
         source: "RFC 9438 §4.3",
     },
+    ParamSpec {
+        key: "hystart",
+        unit: Unit::Bool,
+        default: 0.0,
+        help: "HyStart++ in the first slow start: leave it on a round-trip delay increase \
+               (Conservative Slow Start, then congestion avoidance) rather than at the first loss; \
+               off by default: the project's measured figures are without it",
+        source: "RFC 9406 §4, recommended by RFC 9438 §4.10",
+    },
 ];
 
 /// CUBIC, as the registry lists it.
@@ -131,6 +198,8 @@ pub struct CubicConfig {
     pub fast_convergence: bool,
     /// Reno-friendly region (§4.3).
     pub tcp_friendly: bool,
+    /// HyStart++ in the first slow start (RFC 9406; off by default).
+    pub hystart: bool,
 }
 
 impl Default for CubicConfig {
@@ -149,6 +218,7 @@ impl CubicConfig {
             beta: p.get("beta").clamp(0.0, 1.0),
             fast_convergence: p.flag("fast-convergence"),
             tcp_friendly: p.flag("tcp-friendly"),
+            hystart: p.flag("hystart"),
         }
     }
 
@@ -165,6 +235,73 @@ struct Epoch {
     start_us: f64,
     /// K, seconds.
     k: f64,
+}
+
+/// HyStart++'s state (RFC 9406 §4.2), kept while the first slow start lasts.
+#[derive(Clone, Debug)]
+struct HyStart {
+    rounds: RoundCounter,
+    /// lastRoundMinRTT, µs (`u64::MAX`: none).
+    last_round_min_rtt: u64,
+    /// currentRoundMinRTT, µs (`u64::MAX`: none).
+    current_round_min_rtt: u64,
+    /// rttSampleCount of the current round.
+    samples: u64,
+    /// In Conservative Slow Start: cssBaselineMinRtt (µs) and the CSS rounds ended so far.
+    css: Option<(u64, u64)>,
+    srtt: Srtt,
+    clock: ReportClock,
+    /// Reports were asked at the HyStart++ period and the per-RTT default is not back yet.
+    fine_reports: bool,
+}
+
+impl HyStart {
+    fn new() -> Self {
+        HyStart {
+            rounds: RoundCounter::new(),
+            last_round_min_rtt: u64::MAX,
+            current_round_min_rtt: u64::MAX,
+            samples: 0,
+            css: None,
+            srtt: Srtt::new(),
+            clock: ReportClock::new(HYSTART_REPORTS_PER_RTT),
+            fine_reports: false,
+        }
+    }
+
+    /// Take in the samples of a report in slow start or CSS; returns whether the window should
+    /// now leave HyStart++ for congestion avoidance (CSS_ROUNDS rounds done).
+    fn on_report(&mut self, m: &Measurement) -> bool {
+        if m.rtt_samples > 0 && m.rtt_min_us > 0 {
+            self.current_round_min_rtt = self.current_round_min_rtt.min(m.rtt_min_us);
+            self.samples += m.rtt_samples;
+        }
+        let measured = self.samples >= N_RTT_SAMPLE && self.current_round_min_rtt != u64::MAX;
+        match self.css {
+            None if measured && self.last_round_min_rtt != u64::MAX => {
+                let thresh = (self.last_round_min_rtt / MIN_RTT_DIVISOR)
+                    .clamp(MIN_RTT_THRESH_US, MAX_RTT_THRESH_US);
+                if self.current_round_min_rtt >= self.last_round_min_rtt + thresh {
+                    self.css = Some((self.current_round_min_rtt, 0));
+                }
+            }
+            Some((baseline, _)) if measured && self.current_round_min_rtt < baseline => {
+                self.css = None;
+            }
+            _ => {}
+        }
+        let mut done = false;
+        if self.rounds.on_report(m.acked_bytes, m.bytes_in_flight) {
+            if let Some((_, n)) = self.css.as_mut() {
+                *n += 1;
+                done = *n >= CSS_ROUNDS;
+            }
+            self.last_round_min_rtt = self.current_round_min_rtt;
+            self.current_round_min_rtt = u64::MAX;
+            self.samples = 0;
+        }
+        done
+    }
 }
 
 /// A CUBIC controller for one flow.
@@ -184,6 +321,8 @@ pub struct Cubic {
     /// Reno-friendly estimate W_est, bytes.
     w_est: f64,
     epoch: Option<Epoch>,
+    /// HyStart++ state (used only with `hystart` on).
+    hystart: HyStart,
 }
 
 impl Cubic {
@@ -198,6 +337,7 @@ impl Cubic {
             cwnd_prior: 0.0,
             w_est: 0.0,
             epoch: None,
+            hystart: HyStart::new(),
         };
         c.reset();
         c
@@ -233,6 +373,46 @@ impl Cubic {
     /// Whether the window is below `ssthresh` (slow start).
     pub fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh
+    }
+
+    /// Whether HyStart++ runs: `hystart` on and the first slow start (`ssthresh` unbounded).
+    pub fn hystart_active(&self) -> bool {
+        self.cfg.hystart && self.ssthresh.is_infinite()
+    }
+
+    /// Whether the flow is in HyStart++'s Conservative Slow Start.
+    pub fn in_css(&self) -> bool {
+        self.hystart_active() && self.hystart.css.is_some()
+    }
+
+    /// A report with HyStart++ on: the window reacts as without it (CSS growth divided by
+    /// CSS_GROWTH_DIVISOR), then HyStart++ takes in the report's RTT samples and rounds.
+    fn react_hystart(&mut self, m: &Measurement) -> Decision {
+        let event = self.core.on_measurement(m);
+        let srtt = self.hystart.srtt.update(m.rtt_mean_us);
+        self.apply(event);
+        if self.hystart_active()
+            && matches!(event, WindowEvent::Grow(_))
+            && self.hystart.on_report(m)
+        {
+            // RFC 9406 §4.2: CSS_ROUNDS rounds of CSS, ssthresh = cwnd; RFC 9438 §4.10.
+            self.ssthresh = self.cwnd;
+            self.cwnd_prior = self.cwnd;
+            self.hystart.css = None;
+        }
+        let report = if self.hystart_active() {
+            let p = self.hystart.clock.period(srtt);
+            self.hystart.fine_reports |= p.is_some();
+            p
+        } else if std::mem::take(&mut self.hystart.fine_reports) {
+            Some(ReportPeriod::PerRtt)
+        } else {
+            None
+        };
+        Decision {
+            report,
+            ..Decision::cwnd(self.cwnd())
+        }
     }
 
     /// The MSS in use, bytes.
@@ -324,6 +504,7 @@ impl WindowAlgorithm for Cubic {
         self.cwnd_prior = 0.0;
         self.w_est = 0.0;
         self.epoch = None;
+        self.hystart = HyStart::new();
     }
 
     fn on_timeout(&mut self, repeated: bool) {
@@ -351,6 +532,11 @@ impl WindowAlgorithm for Cubic {
 
     fn grow(&mut self, acked: u64) {
         let mut acked = acked as f64;
+        if self.in_css() {
+            // RFC 9406 §4.2: Conservative Slow Start (ssthresh is unbounded here).
+            self.cwnd = (self.cwnd + acked / CSS_GROWTH_DIVISOR).min(MAX_CWND);
+            return;
+        }
         if self.cwnd < self.ssthresh {
             let room = self.ssthresh - self.cwnd;
             if acked >= room {
@@ -401,7 +587,11 @@ impl Controller for Cubic {
     window::window_controller!("cubic");
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        self.react(m)
+        if self.cfg.hystart {
+            self.react_hystart(m)
+        } else {
+            self.react(m)
+        }
     }
 }
 
@@ -772,6 +962,7 @@ mod tests {
                 beta: 0.7,
                 fast_convergence: true,
                 tcp_friendly: true,
+                hystart: false,
             }
         );
         assert!(close(d.alpha(), 0.9 / 1.7, 1e-12));
@@ -782,6 +973,7 @@ mod tests {
         p.set(PARAMS, "beta", "0.5").unwrap();
         p.set(PARAMS, "fast-convergence", "false").unwrap();
         p.set(PARAMS, "tcp-friendly", "off").unwrap();
+        p.set(PARAMS, "hystart", "on").unwrap();
         let cfg = CubicConfig::from_params(&p);
         assert_eq!(
             cfg,
@@ -792,6 +984,7 @@ mod tests {
                 beta: 0.5,
                 fast_convergence: false,
                 tcp_friendly: false,
+                hystart: true,
             }
         );
         let mut c = (SPEC.build)(&p);
@@ -812,6 +1005,188 @@ mod tests {
         assert!(close(c.k().unwrap(), (50.0f64 / 0.8).cbrt(), 1e-9));
     }
 
+    fn with_hystart() -> CubicConfig {
+        CubicConfig {
+            hystart: true,
+            ..CubicConfig::default()
+        }
+    }
+
+    /// One round of synthetic slow start: a report at `now` acknowledging the whole window with
+    /// every sample at `rtt`, the window's worth still in flight (so every report ends a round).
+    fn round(c: &mut Cubic, now: u64, rtt: u64) -> Decision {
+        let w = u64::from(c.cwnd());
+        c.on_measurement(&Measurement {
+            bytes_in_flight: w,
+            ..report(now, w, 0, rtt)
+        })
+    }
+
+    #[test]
+    fn hystart_off_changes_nothing_and_asks_no_report_period() {
+        let mut c = cubic(CubicConfig::default());
+        assert!(!c.config().hystart, "off by default");
+        for k in 1..=12u64 {
+            // The RTT rises by 10 ms per round: plain slow start does not look at it.
+            let d = round(&mut c, k * 100_000, 40_000 + k * 10_000);
+            assert_eq!(d.report, None);
+            assert_eq!(u64::from(c.cwnd()), (10 * MSS) << k);
+            assert!(!c.in_css() && !c.hystart_active());
+        }
+        assert_eq!(c.ssthresh(), None);
+    }
+
+    #[test]
+    fn hystart_keeps_doubling_while_the_rtt_stays_flat() {
+        let mut c = cubic(with_hystart());
+        for k in 1..=14u64 {
+            // 40 ms, with 3 ms of jitter every other round: below RttThresh = 40/8 = 5 ms.
+            let rtt = 40_000 + (k % 2) * 3_000;
+            round(&mut c, k * 50_000, rtt);
+            assert_eq!(u64::from(c.cwnd()), (10 * MSS) << k, "round {k}");
+            assert!(c.hystart_active() && !c.in_css(), "round {k}");
+        }
+        assert_eq!(c.ssthresh(), None);
+    }
+
+    #[test]
+    fn hystart_enters_css_on_a_delay_increase_then_congestion_avoidance() {
+        let mut c = cubic(with_hystart());
+        let rtt = 40_000u64;
+        // The first report asks for four reports per smoothed RTT.
+        let d = round(&mut c, 40_000, rtt);
+        assert_eq!(d.report, Some(ReportPeriod::Micros(10_000)));
+        round(&mut c, 80_000, rtt);
+        assert_eq!(u64::from(c.cwnd()), 40 * MSS);
+        // +4.9 ms: below RttThresh (5 ms), still slow start.
+        round(&mut c, 120_000, rtt + 4_900);
+        assert_eq!(u64::from(c.cwnd()), 80 * MSS);
+        assert!(!c.in_css());
+        // +5 ms over the last round's minimum: CSS (this report grew the window in slow start).
+        round(&mut c, 160_000, rtt + 10_600); // 44.9 ms + 44.9/8 ms = 50.5 ms
+        assert_eq!(u64::from(c.cwnd()), 160 * MSS);
+        assert!(c.in_css() && c.in_slow_start());
+        // Rounds 2..5 of CSS grow by a quarter of the acknowledged bytes: ×1.25 per round.
+        let mut w = 160.0 * MSSF;
+        for n in 2..=CSS_ROUNDS {
+            let d = round(&mut c, 160_000 + n * 50_000, rtt + 10_600);
+            w *= 1.25;
+            assert!(close(f64::from(c.cwnd()), w, 1.0), "CSS round {n}");
+            if n < CSS_ROUNDS {
+                assert!(c.in_css(), "CSS round {n}");
+                assert_eq!(d.report, None, "period unchanged");
+            } else {
+                // Five rounds in CSS: ssthresh = cwnd, congestion avoidance, per-RTT reports.
+                assert!(!c.in_css() && !c.hystart_active() && !c.in_slow_start());
+                assert_eq!(c.ssthresh(), Some(c.cwnd().into()));
+                assert_eq!(d.report, Some(ReportPeriod::PerRtt));
+            }
+        }
+        // No loss happened; congestion avoidance starts with W_max = cwnd and K = 0 (RFC 9438
+        // §4.10), then grows slowly.
+        let exit = f64::from(c.cwnd());
+        let d = round(&mut c, 500_000, rtt + 10_600);
+        assert_eq!(d.report, None);
+        assert_eq!(c.k(), Some(0.0));
+        assert_eq!(c.w_max(), Some(exit.round() as u64));
+        let grown = f64::from(c.cwnd()) - exit;
+        assert!((0.0..=2.0 * MSSF).contains(&grown), "CA growth {grown}");
+    }
+
+    #[test]
+    fn hystart_css_returns_to_slow_start_when_the_rtt_falls_back() {
+        let mut c = cubic(with_hystart());
+        let rtt = 40_000u64;
+        round(&mut c, 40_000, rtt);
+        round(&mut c, 80_000, rtt);
+        round(&mut c, 120_000, rtt + 8_000); // CSS, baseline 48 ms
+        assert!(c.in_css());
+        assert_eq!(u64::from(c.cwnd()), 80 * MSS);
+        round(&mut c, 170_000, rtt + 8_000);
+        assert!(c.in_css());
+        assert!(close(f64::from(c.cwnd()), 100.0 * MSSF, 1.0));
+        // The RTT falls below the baseline: the increase was spurious, slow start again (this
+        // report still grew at the CSS pace).
+        round(&mut c, 220_000, rtt + 1_000);
+        assert!(!c.in_css() && c.hystart_active());
+        assert!(close(f64::from(c.cwnd()), 125.0 * MSSF, 1.0));
+        round(&mut c, 270_000, rtt + 1_000);
+        assert!(
+            close(f64::from(c.cwnd()), 250.0 * MSSF, 1.0),
+            "doubling again"
+        );
+        assert_eq!(c.ssthresh(), None);
+    }
+
+    #[test]
+    fn hystart_needs_eight_samples_and_only_runs_in_the_first_slow_start() {
+        // Rounds of fewer than N_RTT_SAMPLE samples are never compared.
+        let mut c = cubic(with_hystart());
+        for (k, rtt) in [40_000u64, 60_000, 80_000].into_iter().enumerate() {
+            let now = 40_000 * (k as u64 + 1);
+            c.on_measurement(&Measurement {
+                rtt_samples: 7,
+                bytes_in_flight: 1,
+                ..report(now, MSS, 0, rtt)
+            });
+            assert!(!c.in_css(), "{rtt}");
+        }
+        // A loss ends HyStart++ as it ends slow start; the slow start after a timeout is plain.
+        let mut c = cubic(with_hystart());
+        round(&mut c, 40_000, 40_000);
+        c.on_measurement(&report(80_000, 0, 1, 40_000));
+        assert!(!c.hystart_active());
+        let mut m = report(200_000, 0, 0, 40_000);
+        m.timeout = true;
+        c.on_measurement(&m);
+        assert!(c.in_slow_start() && !c.hystart_active());
+        round(&mut c, 300_000, 40_000);
+        round(&mut c, 400_000, 60_000);
+        assert!(!c.in_css());
+        assert_eq!(u64::from(c.cwnd()), 4 * MSS, "plain doubling from one MSS");
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_without_a_loss_on_a_packet_level_path() {
+        // 20 Mbit/s, 40 ms: a BDP of 69 packets; the buffer is unlimited, so nothing is ever lost
+        // and plain slow start never ends.
+        use crate::filters::path::Path;
+        let run = |hystart: bool| {
+            let mut c = Cubic::new(CubicConfig {
+                hystart,
+                ..CubicConfig::default()
+            });
+            let mut path = Path::new(20.0, 40_000);
+            path.start(&mut c);
+            let mut css_window = None;
+            path.run_observed(&mut c, 2e6, |c, _| {
+                if c.in_css() && css_window.is_none() {
+                    css_window = Some(f64::from(c.cwnd()) / MSSF);
+                }
+            });
+            (c, css_window, path.bdp_pkts())
+        };
+        let (plain, _, bdp) = run(false);
+        let (hy, css_window, _) = run(true);
+        assert_eq!(plain.ssthresh(), None);
+        // In ACK-clocked slow start the queue drains between a round's bursts until the window
+        // is a few BDP; the first samples of a round see a queue of 5 ms (8.6 packets) only
+        // then. Measured: CSS from 217 packets (3.1 BDP).
+        let css = css_window.expect("entered CSS");
+        assert!((bdp..=4.0 * bdp).contains(&css), "CSS at {css:.0} packets");
+        // Five rounds of CSS at ×1.25 per round (the first one partly), then congestion
+        // avoidance at ssthresh = cwnd. Measured: 642 packets (2.96 × the CSS window).
+        let ssthresh = hy.ssthresh().expect("left slow start without a loss") as f64 / MSSF;
+        assert!(!hy.in_slow_start());
+        assert!(
+            (1.25f64.powi(3) * css..=1.25f64.powi(5) * 1.1 * css).contains(&ssthresh),
+            "ssthresh {ssthresh:.0} packets, CSS at {css:.0}, BDP {bdp:.0}"
+        );
+        // Plain slow start grows on by the link rate (1727 packets/s here).
+        let (wp, wh) = (f64::from(plain.cwnd()), f64::from(hy.cwnd()));
+        assert!(wp > 4.0 * wh, "plain {wp}, hystart {wh}");
+    }
+
     #[test]
     fn spec_declares_every_parameter_with_a_source() {
         assert_eq!(SPEC.name, "cubic");
@@ -824,7 +1199,8 @@ mod tests {
                 "c",
                 "beta",
                 "fast-convergence",
-                "tcp-friendly"
+                "tcp-friendly",
+                "hystart"
             ]
         );
         assert!(
