@@ -14,8 +14,26 @@
 //! | `on_packet_lost` with `persistent_congestion` (RFC 9002 §7.6) | `was_timeout` |
 //! | `on_explicit_congestion(ce_count)` (validated ECN-CE increase) | `ecn_packets`, `ecn_bytes` |
 //! | `on_ack(bytes_acknowledged, newest packet info, …)` | `bytes_acked`, `packets_acked`, rates |
-//! | `on_packet_sent` / `on_packet_lost` / `on_packet_discarded` | `bytes_in_flight`, `packets_in_flight` |
+//! | `on_packet_sent` / `on_packet_lost` / `on_packet_discarded` (the flow's data packets) | `bytes_in_flight`, `packets_in_flight` |
 //! | the application's [`FlowProbe::set_unwritten`], `on_packet_sent`'s `app_limited` | `bytes_pending` |
+//!
+//! **The window is the flow's data.** s2n-quic builds the path's controller before the
+//! handshake and hands it the handshake's packets too (the client's Initial and Handshake
+//! packets, sent before the application starts its stream: [`FlowProbe::start_data`]). They
+//! are kept apart: their ACKs, RTT samples and losses are not handed to the
+//! [`FlowController`] (its first ACK is that of the first data packet), they are not counted
+//! in the `bytes_in_flight` it sees, and while they are outstanding s2n-quic is given the
+//! controller's window plus their bytes ([`CongestionController::bytes_in_flight`] still counts
+//! them, as RFC 9002 §B.2 wants). So the flow's first flight is the whole initial window of
+//! data, as on the udp datapath, whose controller starts after its HELLO handshake, and in
+//! TCP, whose SYN is no part of the window. Without this the client's last Handshake packet
+//! (its Finished, left unacknowledged until s2n-quic drops it when the handshake is
+//! confirmed, about one RTT later) took one packet's room in the initial window, so 9 data packets
+//! left at once and the 10th one RTT later, and the handshake's ACK was a one-packet first
+//! round: algorithms that count rounds on acknowledged bytes saw their first rounds end late
+//! (Vegas' slow start grew 10 → 25 packets in its first round instead of 10 → 20, held a
+//! window just under the BDP, and exited one doubling later than over the udp datapath:
+//! docs/results/datapaths.md).
 //!
 //! Within one ACK frame s2n-quic calls `on_rtt_update`, then `on_packet_lost` for the packets
 //! the frame proves lost, then `on_explicit_congestion`, and last `on_ack` with the bytes of
@@ -70,7 +88,7 @@ use s2n_quic::provider::congestion_controller::{
     CongestionController, Endpoint, PathInfo, Publisher, RandomGenerator, RttEstimator, Timestamp,
 };
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -124,10 +142,16 @@ struct State {
     mss: u32,
     cwnd: u32,
     rate: Option<u64>,
+    /// The flow's data packets in flight (not the handshake's).
     bytes_in_flight: u32,
     packets_in_flight: u32,
+    /// Bytes of the handshake's packets in flight (sent before [`FlowProbe::start_data`]).
+    handshake_in_flight: u32,
     /// Bytes the application still has to hand to the stream (shared with [`FlowProbe`]).
     unwritten: Arc<AtomicU64>,
+    /// The application started its stream: packets sent from now on carry the flow's data
+    /// (shared with [`FlowProbe`]; before, they are the handshake's).
+    data_started: Arc<AtomicBool>,
     /// s2n-quic said at the last packet sent that the connection had more to send.
     backlog: bool,
     /// Accumulated since the last invocation: lost packets, CE marks, timeout, RTT sample.
@@ -239,6 +263,7 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 pub struct FlowProbe {
     state: Arc<Mutex<Option<Arc<Mutex<State>>>>>,
     unwritten: Arc<AtomicU64>,
+    data_started: Arc<AtomicBool>,
 }
 
 /// A snapshot of a flow's control state.
@@ -263,7 +288,16 @@ impl FlowProbe {
         FlowProbe {
             state: Arc::new(Mutex::new(None)),
             unwritten: Arc::new(AtomicU64::new(0)),
+            data_started: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Say that the application is about to hand the stream its first bytes: the packets sent
+    /// from now on carry the flow's data and are measured; those sent before (the handshake's)
+    /// are counted in flight but never handed to the flow's controller (see the module
+    /// documentation).
+    pub fn start_data(&self) {
+        self.data_started.store(true, Ordering::Relaxed);
     }
 
     /// Tell the controller how many bytes the application still has to hand to the stream
@@ -409,7 +443,9 @@ impl Endpoint for CcpEndpoint {
             mss,
             bytes_in_flight: 0,
             packets_in_flight: 0,
+            handshake_in_flight: 0,
             unwritten: self.probe.unwritten.clone(),
+            data_started: self.probe.data_started.clone(),
             backlog: false,
             pending_lost: 0,
             pending_ce: 0,
@@ -449,6 +485,8 @@ impl Endpoint for CcpEndpoint {
 /// What the stack remembers of each sent packet for the delivery-rate estimate.
 #[derive(Clone, Copy, Debug)]
 pub struct PacketInfo {
+    /// Sent after [`FlowProbe::start_data`]: a packet of the flow's data, not the handshake's.
+    data: bool,
     delivered: u64,
     delivered_time: Timestamp,
     first_sent_time: Timestamp,
@@ -482,11 +520,14 @@ impl CongestionController for CcpController {
     type PacketInfo = PacketInfo;
 
     fn congestion_window(&self) -> u32 {
-        lock(&self.state).cwnd
+        // The handshake's packets are no part of the flow's window (see the module doc).
+        let s = lock(&self.state);
+        s.cwnd.saturating_add(s.handshake_in_flight)
     }
 
     fn bytes_in_flight(&self) -> u32 {
-        lock(&self.state).bytes_in_flight
+        let s = lock(&self.state);
+        s.bytes_in_flight.saturating_add(s.handshake_in_flight)
     }
 
     fn is_congestion_limited(&self) -> bool {
@@ -513,21 +554,27 @@ impl CongestionController for CcpController {
             // frames, ACKs, ...) waits to be sent.
             s.backlog = !limited;
         }
+        let data = s.data_started.load(Ordering::Relaxed);
         if s.bytes_in_flight == 0 || s.delivered_time.is_none() {
             // Nothing in flight: the delivery-rate intervals start afresh.
             s.delivered_time = Some(time_sent);
             s.first_sent_time = Some(time_sent);
         }
         let info = PacketInfo {
+            data,
             delivered: s.delivered,
             delivered_time: s.delivered_time.unwrap_or(time_sent),
             first_sent_time: s.first_sent_time.unwrap_or(time_sent),
         };
         if bytes > 0 {
-            s.bytes_in_flight = s.bytes_in_flight.saturating_add(bytes);
-            s.packets_in_flight += 1;
             s.stats.sent_packets += 1;
             s.stats.sent_bytes += u64::from(bytes);
+        }
+        if bytes > 0 && !data {
+            s.handshake_in_flight = s.handshake_in_flight.saturating_add(bytes);
+        } else if bytes > 0 {
+            s.bytes_in_flight = s.bytes_in_flight.saturating_add(bytes);
+            s.packets_in_flight += 1;
             if let Some(rate) = s.rate {
                 let gap = Duration::from_micros(u64::from(bytes) * 1_000_000 / rate.max(1));
                 // Unused departure slots stay usable for up to PACING_CREDIT (or two
@@ -578,12 +625,23 @@ impl CongestionController for CcpController {
         let mut s = lock(&self.state);
         let bytes = u32::try_from(bytes_acknowledged).unwrap_or(u32::MAX);
         let packets = bytes.div_ceil(self.mss.max(1));
+        s.stats.acks += 1;
+        s.stats.acked_bytes += u64::from(bytes);
+        let p = newest_acked_packet_info;
+        if !p.data {
+            // The handshake's ACK frame (an Initial or Handshake packet-number space, which
+            // hold no data): in flight no more, but no sample for the flow's controller, and
+            // its RTT sample and CE marks are dropped.
+            s.handshake_in_flight = s.handshake_in_flight.saturating_sub(bytes);
+            s.pending_rtt_us = 0;
+            s.pending_ce = 0;
+            return;
+        }
         s.bytes_in_flight = s.bytes_in_flight.saturating_sub(bytes);
         s.packets_in_flight = s.packets_in_flight.saturating_sub(packets);
         s.delivered += u64::from(bytes);
         s.delivered_time = Some(ack_receive_time);
         s.first_sent_time = Some(newest_acked_time_sent);
-        let p = newest_acked_packet_info;
         let delta = s.delivered - p.delivered;
         s.rate_outgoing = bytes_per_second(
             delta,
@@ -593,8 +651,6 @@ impl CongestionController for CcpController {
             delta,
             ack_receive_time.saturating_duration_since(p.delivered_time),
         );
-        s.stats.acks += 1;
-        s.stats.acked_bytes += u64::from(bytes);
         // s2n-quic takes an RTT sample only from an ACK frame that newly acknowledges its
         // largest packet number; the others carry the latest sample again. (0 would mean "no
         // sample" to libccp, and those frames would be left out of the report's RTT sums; with
@@ -616,7 +672,7 @@ impl CongestionController for CcpController {
     fn on_packet_lost<Pub: Publisher>(
         &mut self,
         lost_bytes: u32,
-        _packet_info: PacketInfo,
+        packet_info: PacketInfo,
         persistent_congestion: bool,
         _new_loss_burst: bool,
         _random_generator: &mut dyn RandomGenerator,
@@ -624,11 +680,16 @@ impl CongestionController for CcpController {
         _publisher: &mut Pub,
     ) {
         let mut s = lock(&self.state);
+        s.stats.lost_packets += 1;
+        s.stats.lost_bytes += u64::from(lost_bytes);
+        if !packet_info.data {
+            // A handshake packet: not the flow's data (see the module documentation).
+            s.handshake_in_flight = s.handshake_in_flight.saturating_sub(lost_bytes);
+            return;
+        }
         s.bytes_in_flight = s.bytes_in_flight.saturating_sub(lost_bytes);
         s.packets_in_flight = s.packets_in_flight.saturating_sub(1);
         s.pending_lost += 1;
-        s.stats.lost_packets += 1;
-        s.stats.lost_bytes += u64::from(lost_bytes);
         if persistent_congestion && !s.pending_timeout {
             s.pending_timeout = true;
             s.stats.timeouts += 1;
@@ -655,10 +716,17 @@ impl CongestionController for CcpController {
     }
 
     fn on_packet_discarded<Pub: Publisher>(&mut self, bytes_sent: usize, _publisher: &mut Pub) {
+        // s2n-quic discards the unacknowledged packets of a packet-number space it drops (the
+        // Initial and Handshake spaces: the handshake's packets), all in one call, and a lost
+        // MTU probe (data; this datapath does not probe: its MTU is fixed).
         let mut s = lock(&self.state);
         let bytes = u32::try_from(bytes_sent).unwrap_or(u32::MAX);
-        s.bytes_in_flight = s.bytes_in_flight.saturating_sub(bytes);
-        s.packets_in_flight = s.packets_in_flight.saturating_sub(1);
+        let handshake = bytes.min(s.handshake_in_flight);
+        s.handshake_in_flight -= handshake;
+        let data = bytes - handshake;
+        s.bytes_in_flight = s.bytes_in_flight.saturating_sub(data);
+        let packets = data.div_ceil(self.mss.max(1));
+        s.packets_in_flight = s.packets_in_flight.saturating_sub(packets);
     }
 
     fn earliest_departure_time(&self) -> Option<Timestamp> {
@@ -702,7 +770,9 @@ mod tests {
             rate: None,
             bytes_in_flight: 0,
             packets_in_flight: 0,
+            handshake_in_flight: 0,
             unwritten: probe.unwritten.clone(),
+            data_started: probe.data_started.clone(),
             backlog: false,
             pending_lost: 0,
             pending_ce: 0,

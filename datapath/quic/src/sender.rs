@@ -323,6 +323,9 @@ async fn run_flow(
         .open_bidirectional_stream()
         .await
         .map_err(|e| terr(format!("opening the stream: {e}")))?;
+    // From here on the packets carry the flow's data: the controller measures them (the
+    // handshake's were not its flow's; see `crate::controller`).
+    probe.start_data();
     stream
         .send(Bytes::copy_from_slice(&wire::header(flow_id)))
         .await
