@@ -96,7 +96,7 @@ fn hystart_loses_far_fewer_packets_in_the_first_slow_start() {
     };
     let (p, h) = (show(&plain), show(&hy));
     // Measured: plain 642 drops from 200 ms; HyStart++ 108 from 240 ms (it entered CSS at about
-    // 3.5 BDP of window and CSS's ×1.25 per round still met the 5-BDP pipe-plus-buffer). A third
+    // 4 BDP of window and CSS's ×1.25 per round still met the 5-BDP pipe-plus-buffer). A third
     // leaves room for changes of the simulator's timing without letting a HyStart++ that does
     // not slow down pass: plain slow start's overshoot is a window's worth, ≈ 5 BDP.
     assert!(plain.drops > 0, "plain: {p}");
