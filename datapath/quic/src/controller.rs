@@ -23,8 +23,8 @@
 //! are kept apart: their ACKs, RTT samples and losses are not handed to the
 //! [`FlowController`] (its first ACK is that of the first data packet), they are not counted
 //! in the `bytes_in_flight` it sees, and while they are outstanding s2n-quic is given the
-//! controller's window plus their bytes ([`CongestionController::bytes_in_flight`] still counts
-//! them, as RFC 9002 §B.2 wants). So the flow's first flight is the whole initial window of
+//! controller's window plus their bytes (at most [`HANDSHAKE_ROOM_PKTS`] datagrams;
+//! [`CongestionController::bytes_in_flight`] still counts them, as RFC 9002 §B.2 wants). So the flow's first flight is the whole initial window of
 //! data, as on the udp datapath, whose controller starts after its HELLO handshake, and in
 //! TCP, whose SYN is no part of the window. Without this the client's last Handshake packet
 //! (its Finished, left unacknowledged until s2n-quic drops it when the handshake is
@@ -96,6 +96,13 @@ use std::time::{Duration, Instant};
 /// pacer's token bucket in time (2 ms; the udp datapath's bucket holds 1 ms at the rate, and
 /// s2n-quic's timers add up to 1 ms of lateness).
 pub const PACING_CREDIT: Duration = Duration::from_millis(2);
+
+/// Most handshake packets, in maximum datagrams, whose bytes s2n-quic may have in flight
+/// beyond the controller's window (4: the client's handshake is an Initial and a Handshake
+/// flight of one datagram each, plus their probe retransmissions; see the module
+/// documentation). A bound, so that an application that never calls
+/// [`FlowProbe::start_data`] does not send without a window.
+pub const HANDSHAKE_ROOM_PKTS: u32 = 4;
 
 /// Builds the [`FlowController`] of a new path.
 pub type Factory = Arc<dyn Fn(&FlowMeta) -> Box<dyn FlowController> + Send + Sync>;
@@ -388,7 +395,8 @@ impl CcpEndpoint {
     /// `init_cwnd_pkts` maximum datagrams; `local` and `remote` are the client's and the
     /// server's socket addresses (flow metadata for the agent: one client endpoint carries one
     /// flow). Returns the endpoint and the probe the application watches the
-    /// flow through.
+    /// flow through; the application calls [`FlowProbe::start_data`] before it hands the
+    /// stream its first bytes (until then every packet is taken for the handshake's).
     pub fn new(
         factory: Factory,
         algorithm: &str,
@@ -522,7 +530,8 @@ impl CongestionController for CcpController {
     fn congestion_window(&self) -> u32 {
         // The handshake's packets are no part of the flow's window (see the module doc).
         let s = lock(&self.state);
-        s.cwnd.saturating_add(s.handshake_in_flight)
+        let room = s.handshake_in_flight.min(HANDSHAKE_ROOM_PKTS * s.mss);
+        s.cwnd.saturating_add(room)
     }
 
     fn bytes_in_flight(&self) -> u32 {
