@@ -19,9 +19,11 @@
 //!
 //! The flow is paced at [`RATE`] by a fixed controller; it takes about 1.5 s.
 
+mod common;
+
+use ccp_quic::SenderConfig;
 use ccp_quic::controller::Factory;
 use ccp_quic::wire::TRAILER_LEN;
-use ccp_quic::{ReceiverConfig, SenderConfig};
 use ccp_quic::{run_receiver, run_sender};
 use ccp_udp::cc::{AckSample, FlowController, FlowMeta};
 use ccp_udp::relay::{RelayConfig, run_relay};
@@ -61,12 +63,7 @@ impl FlowController for Paced {
 #[test]
 fn arrival_records_count_bytes_beyond_holes_every_interval_and_end_at_the_delivered_bytes() {
     let id = ccp_quic::tls::self_signed().unwrap();
-    let rcfg = ReceiverConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        expect_flows: Some(1),
-        idle_timeout: Some(Duration::from_secs(30)),
-        ..ReceiverConfig::default()
-    };
+    let rcfg = common::loopback_receiver(1);
     let rstop = AtomicBool::new(false);
     let relay_stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();

@@ -19,8 +19,10 @@
 //!   round's is the handshake's lone datagram (1448 B acknowledged with nothing in flight,
 //!   the first sample before the fix).
 
+mod common;
+
+use ccp_quic::SenderConfig;
 use ccp_quic::controller::Factory;
-use ccp_quic::{ReceiverConfig, SenderConfig};
 use ccp_quic::{run_receiver, run_sender};
 use ccp_udp::cc::{AckSample, FlowController, FlowMeta};
 use ccp_udp::{Amount, FlowSpec};
@@ -55,12 +57,7 @@ impl FlowController for Recorder {
 #[test]
 fn the_handshakes_acks_are_no_samples_of_the_flow() {
     let id = ccp_quic::tls::self_signed().unwrap();
-    let rcfg = ReceiverConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        expect_flows: Some(1),
-        idle_timeout: Some(Duration::from_secs(30)),
-        ..ReceiverConfig::default()
-    };
+    let rcfg = common::loopback_receiver(1);
     let rstop = AtomicBool::new(false);
     let sstop = AtomicBool::new(false);
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -19,9 +19,11 @@
 //! A corrupted byte is caught by the receiver's pattern check: see the unit tests of
 //! `ccp_quic::wire`. The two tests run side by side in about a second.
 
+mod common;
+
 use ccp_quic::controller::Factory;
 use ccp_quic::sender::SEND_BUFFER;
-use ccp_quic::{ReceiverConfig, ReceiverSummary, SenderConfig, SenderSummary};
+use ccp_quic::{ReceiverSummary, SenderConfig, SenderSummary};
 use ccp_quic::{run_receiver, run_sender};
 use ccp_udp::cc::{AckSample, FlowController, FlowMeta};
 use ccp_udp::pattern::{hash_hex, stream_hash};
@@ -63,12 +65,7 @@ fn run(
     stop_after: Option<Duration>,
 ) -> Vec<(SenderSummary, ReceiverSummary)> {
     let id = ccp_quic::tls::self_signed().unwrap();
-    let rcfg = ReceiverConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        expect_flows: Some(flows.len()),
-        idle_timeout: Some(Duration::from_secs(30)),
-        ..ReceiverConfig::default()
-    };
+    let rcfg = common::loopback_receiver(flows.len());
     let rstop = AtomicBool::new(false);
     let sstop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel();
