@@ -79,7 +79,9 @@
 //! moves Fig. 12's ratio from 2.14 to 1.79, not into the paper's band
 //! (docs/results/hercules.md).
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
+};
 use crate::mi::{
     Amplifier, GradientFilter, InitialRate, LossFilter, LossTest, MAX_RATE, MBIT, MiConfig,
     MiEngine, MiLength, MiStats, Role, RttBase, Utility,
@@ -666,6 +668,15 @@ impl Controller for Hercules {
 
     fn calibrate(&mut self, fused: Fused) {
         self.engine.calibrate(fused);
+    }
+
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.engine
+            .take_over(handed.fused, handed.ssthresh.is_some());
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        self.engine.threshold()
     }
 
     fn cwnd(&self) -> u32 {

@@ -218,6 +218,9 @@ pub struct Ledbat {
     base: BaseDelay,
     /// The last queueing delay computed, µs.
     queuing_delay_us: Option<u64>,
+    /// The queueing delay has reached the target, or a loss has halved the window, at least
+    /// once: the window has found the path's limit.
+    settled: bool,
 }
 
 impl Ledbat {
@@ -231,6 +234,7 @@ impl Ledbat {
             core,
             cwnd,
             queuing_delay_us: None,
+            settled: false,
         }
     }
 
@@ -273,6 +277,7 @@ impl Ledbat {
         let base = self.base.get().unwrap_or(current);
         let queuing = current.saturating_sub(base);
         self.queuing_delay_us = Some(queuing);
+        self.settled |= queuing >= self.cfg.target_us;
         if acked == 0 {
             return;
         }
@@ -311,7 +316,10 @@ impl Controller for Ledbat {
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         match self.core.on_measurement(m) {
             WindowEvent::Timeout { .. } => self.cwnd = self.core.loss_window() as f64,
-            WindowEvent::Loss => self.cwnd = (self.cwnd / 2.0).max(self.floor()),
+            WindowEvent::Loss => {
+                self.cwnd = (self.cwnd / 2.0).max(self.floor());
+                self.settled = true;
+            }
             WindowEvent::Grow(acked) => self.grow(m, acked),
             WindowEvent::Hold => {}
         }
@@ -330,6 +338,13 @@ impl Controller for Ledbat {
 
     fn rate(&self) -> Option<u64> {
         None
+    }
+
+    /// LEDBAT has no slow start; once its queueing delay has reached the target or a loss has
+    /// halved it, its window is what the path holds, and a successor (`set-algorithm`) takes it
+    /// as a slow-start threshold rather than doubling it.
+    fn ssthresh(&self) -> Option<u32> {
+        self.settled.then(|| self.cwnd())
     }
 }
 

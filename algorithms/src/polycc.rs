@@ -29,7 +29,7 @@
 //! algorithms read a fused rate back.
 
 use crate::controller::{
-    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod,
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, ReportPeriod, TakeOver,
 };
 use crate::params::{MEMBER_KEYS, ParamSet, ParamSpec, Unit, did_you_mean};
 use crate::registry::{self, AlgorithmSpec};
@@ -847,6 +847,18 @@ impl Controller for PolyCc {
         for m in &mut self.members {
             m.ctl.calibrate(fused);
         }
+    }
+
+    /// Every member takes the flow over.
+    fn take_over(&mut self, handed: &TakeOver) {
+        for m in &mut self.members {
+            m.ctl.take_over(handed);
+        }
+    }
+
+    /// The pilot's.
+    fn ssthresh(&self) -> Option<u32> {
+        self.members[0].ctl.ssthresh()
     }
 
     fn cwnd(&self) -> u32 {

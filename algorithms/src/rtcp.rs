@@ -335,6 +335,9 @@ pub struct Rtcp {
     epoch_end_us: u64,
     /// Bytes acknowledged so far.
     acked_total: u64,
+    /// The window after the last halving (eq. 9 or a loss), bytes; 0 before any. A successor
+    /// taking the flow over (`set-algorithm`) gets it as its slow-start threshold.
+    last_cut: u64,
 }
 
 impl Rtcp {
@@ -357,6 +360,7 @@ impl Rtcp {
             last_report_us: 0,
             epoch_end_us: 0,
             acked_total: 0,
+            last_cut: 0,
         };
         r.reset();
         r
@@ -492,12 +496,16 @@ impl Rtcp {
 
     /// Eq. (9): halve while the counter is below the congestion threshold, else double.
     fn decide(&mut self) {
-        self.cwnd = if self.counter.h < self.threshold() {
+        let halve = self.counter.h < self.threshold();
+        self.cwnd = if halve {
             self.cwnd / 2
         } else {
             self.cwnd.saturating_mul(2)
         }
         .clamp(self.floor(), self.ceiling());
+        if halve {
+            self.last_cut = self.cwnd;
+        }
     }
 
     fn next_epoch(&mut self, now_us: u64) {
@@ -534,6 +542,7 @@ impl WindowAlgorithm for Rtcp {
         self.last_report_us = self.core.now_us();
         self.epoch_end_us = 0;
         self.acked_total = 0;
+        self.last_cut = 0;
     }
 
     fn on_timeout(&mut self, _repeated: bool) {
@@ -543,6 +552,7 @@ impl WindowAlgorithm for Rtcp {
 
     fn on_loss(&mut self) {
         self.cwnd = (self.cwnd / 2).clamp(self.floor(), self.ceiling());
+        self.last_cut = self.cwnd;
         self.next_epoch(self.core.now_us());
     }
 
@@ -561,6 +571,13 @@ impl WindowAlgorithm for Rtcp {
 
     fn adopt(&mut self, w: u64) {
         self.cwnd = w.clamp(self.floor(), self.ceiling());
+    }
+
+    /// RTCP keeps no slow-start threshold; the window after its last halving stands for one
+    /// (the window at which its regulation last found congestion), so a window-based successor
+    /// does not slow-start from RTCP's window.
+    fn threshold(&self) -> Option<u64> {
+        (self.last_cut > 0).then_some(self.last_cut)
     }
 }
 

@@ -68,7 +68,9 @@
 //! smoothed RTT and ignored before any RTT sample. Calibrating to Vivace's own rate changes
 //! nothing.
 
-use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
+use crate::controller::{
+    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
+};
 use crate::mi::{
     Amplifier, GradientFilter, InitialRate, LossFilter, MAX_RATE, MBIT, MiConfig, MiEngine,
     MiLength, MiStats, RttBase, Utility,
@@ -356,6 +358,15 @@ impl Controller for Vivace {
 
     fn calibrate(&mut self, fused: Fused) {
         self.engine.calibrate(fused);
+    }
+
+    fn take_over(&mut self, handed: &TakeOver) {
+        self.engine
+            .take_over(handed.fused, handed.ssthresh.is_some());
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        self.engine.threshold()
     }
 
     fn cwnd(&self) -> u32 {

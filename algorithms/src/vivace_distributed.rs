@@ -696,6 +696,17 @@ impl Controller for VivaceDistributed {
         }
     }
 
+    fn take_over(&mut self, handed: &TakeOver) {
+        if self.hold.is_none() {
+            self.engine
+                .take_over(handed.fused, handed.ssthresh.is_some());
+        }
+    }
+
+    fn ssthresh(&self) -> Option<u32> {
+        self.engine.threshold()
+    }
+
     fn cwnd(&self) -> u32 {
         self.engine.cwnd()
     }
