@@ -37,8 +37,11 @@
 //!    window until its first loss. Vegas measures the window handed over for one round and then
 //!    leaves it by its γ exit (its module's "Taking over a live flow"). BBR, Vivace, Hercules take
 //!    the rate as their pacing rate and go on with their own state machine (BBR in startup) from
-//!    there. Of the rate-based algorithms only BBR hands on a threshold: the pipe it measured,
-//!    once Startup has found it full.
+//!    there. Algorithms without a Reno-style threshold say when their flow is past its start-up
+//!    with one that stands for it ([`Controller::ssthresh`]: BBR's measured pipe once Startup
+//!    has found it full, a learner's base rate times the smallest RTT once out of slow start,
+//!    Copa's and LEDBAT's window once settled, RTCP's after its first halving), and Copa, the
+//!    learners and PolyCC's members skip their own start-up for such a flow.
 //! 3. The flow's **RTT history**: the new controller is shown one report with no acknowledgements
 //!    whose RTT samples are the smallest RTT the flow has had (over its whole life), so delay-based
 //!    algorithms (Vegas's baseRTT, Copa's and BBR's min RTT, LEDBAT's base delay) measure
