@@ -78,14 +78,14 @@
 //!
 //! # Calibration (PolyCC)
 //!
-//! [`Fused::Cwnd`] sets `cwnd = w` (floored at `min_cwnd·mss`) and CUBIC continues its own law from
+//! [`Fused::Cwnd`](crate::controller::Fused::Cwnd) sets `cwnd = w` (floored at `min_cwnd·mss`) and CUBIC continues its own law from
 //! there: `W_max`, `cwnd_prior` and `ssthresh` are kept, `W_est` is capped at `w`, and if a cubic
 //! epoch is running it restarts from `w` on the same curve shape — `K = cbrt((W_max − w)/C)` and
 //! `t_epoch = now + RTT`, so the next per-RTT report moves to `W_cubic(RTT)` of the new curve, one
 //! RTT further along it, exactly as if CUBIC had chosen `w` itself. A fused value equal to CUBIC's
 //! own window (within a byte) changes nothing, so a copilot that keeps winning the fusion follows
 //! plain CUBIC. A fused window below `ssthresh` sends CUBIC back to slow start. `now` is the time of
-//! the last report. [`Fused::Rate`] becomes `cwnd = rate · rtt` with the last mean RTT, and is
+//! the last report. [`Fused::Rate`](crate::controller::Fused::Rate) becomes `cwnd = rate · rtt` with the last mean RTT, and is
 //! ignored before any RTT sample.
 //!
 //! # Parameters

@@ -30,17 +30,17 @@
 //!
 //! # Calibration (PolyCC)
 //!
-//! [`Fused::Cwnd`] sets `cwnd` to the fused value (floored at `min_cwnd · mss`) and leaves
+//! [`Fused::Cwnd`](crate::controller::Fused::Cwnd) sets `cwnd` to the fused value (floored at `min_cwnd · mss`) and leaves
 //! `ssthresh`, the loss epoch and the congestion-avoidance byte counter alone (the counter is only
 //! capped below the new window), so Reno continues its own law — slow start below `ssthresh`,
 //! one MSS per RTT above — from the fused window. Calibrating to the window Reno would install
-//! anyway changes nothing. [`Fused::Rate`] is converted to a window with the last mean RTT
+//! anyway changes nothing. [`Fused::Rate`](crate::controller::Fused::Rate) is converted to a window with the last mean RTT
 //! (`cwnd = rate · rtt`); before any RTT sample it is ignored.
 //!
 //! # Parameters and units
 //!
 //! Windows are in bytes internally; `init-cwnd` and `min-cwnd` are in packets (MSS, from
-//! [`FlowStart::mss`] and each report's `mss`); `ss-thresh` is in bytes, default `u32::MAX`
+//! [`FlowStart::mss`](crate::controller::FlowStart::mss) and each report's `mss`); `ss-thresh` is in bytes, default `u32::MAX`
 //! (4 294 967 295 B, "arbitrarily high" per RFC 5681 §3.1: slow start runs until the first loss).
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock, so simulated time works.
 //! Out-of-range values are clamped, not rejected: `init-cwnd` and `min-cwnd` to at least 1 packet,

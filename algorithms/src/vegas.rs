@@ -35,9 +35,9 @@
 //!
 //! # Calibration (PolyCC)
 //!
-//! [`Fused::Cwnd`] sets `cwnd` (floored at `min-cwnd`), keeping `ssthresh`, `baseRTT` and the round;
+//! [`Fused::Cwnd`](crate::controller::Fused::Cwnd) sets `cwnd` (floored at `min-cwnd`), keeping `ssthresh`, `baseRTT` and the round;
 //! Vegas then continues its own law from there (one MSS per round towards the α..β band).
-//! [`Fused::Rate`] becomes `rate · RTT` with the last mean RTT (ignored before any RTT sample).
+//! [`Fused::Rate`](crate::controller::Fused::Rate) becomes `rate · RTT` with the last mean RTT (ignored before any RTT sample).
 //!
 //! # Taking over a live flow (`set-algorithm`)
 //!

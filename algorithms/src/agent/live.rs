@@ -20,7 +20,7 @@
 //!
 //! # What a switch keeps
 //!
-//! At the report after `set-algorithm` the flow's [`Live`] wrapper builds the new controller and
+//! At the report after `set-algorithm` the flow's `Live` wrapper builds the new controller and
 //! hands the flow over, in this order:
 //!
 //! 1. `on_start` with the flow's MSS and its **current window** as the initial window (what the
