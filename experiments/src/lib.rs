@@ -21,7 +21,7 @@
 //! * [`metrics`], [`stats`]: metric definitions; mean, standard deviation, Student-t CI.
 //! * [`runner`]: executing a plan with progress bars.
 //! * [`svg`], [`plots`], [`report`]: charts, the plots of a results directory, the HTML report.
-//! * [`env`]: versions and machine of `environment.json`; [`error`]: the error type.
+//! * [`env`](mod@env): versions and machine of `environment.json`; [`error`]: the error type.
 
 pub mod backend;
 pub mod data;

@@ -12,7 +12,7 @@
 //! * [`client`]: the agent's non-blocking client (publish and read from a synchronous callback).
 //! * [`publisher`]: a receiver publishing what other flows (the kernel's TCP) deliver.
 //! * [`sim`]: the core in virtual time with simulated one-way latencies, for the simulator.
-//! * [`bench`]: the load generator behind `jcce bench`.
+//! * [`bench`](mod@bench): the load generator behind `jcce bench`.
 //!
 //! See README.md in this crate for the protocol and the privacy notes.
 
