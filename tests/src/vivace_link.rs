@@ -16,15 +16,32 @@ const BUFFER: Amount = Amount::Bytes(75_000);
 /// 100 Mbit/s bottleneck with random `loss` and a 75 KB drop-tail buffer, 30 ms base RTT (1 + 13 + 1 ms each
 /// way), 1 Gbit/s access links, samples every 100 ms.
 pub fn dumbbell(algs: &[&str], loss: f64, secs: u64) -> Scenario {
+    let mut s = single_bottleneck(algs, 100, 13, BUFFER, secs);
+    if let TopologySpec::Dumbbell(d) = &mut s.topology {
+        d.bottleneck.loss = loss;
+    }
+    s.output.step = Dur::ms(100);
+    s
+}
+
+/// A dumbbell of one bulk sender per algorithm in `algs` (`s{i}` to `r{i}`), running `secs` s:
+/// a bottleneck of `mbit` Mbit/s with `delay_ms` of propagation each way and a drop-tail
+/// `buffer`, 1 Gbit/s access links of 1 ms each way (base RTT `2 · delay_ms + 4` ms); the rest
+/// is the built-in `dumbbell` example's.
+pub fn single_bottleneck(
+    algs: &[&str],
+    mbit: u64,
+    delay_ms: u64,
+    buffer: Amount,
+    secs: u64,
+) -> Scenario {
     let mut s = example("dumbbell").unwrap();
     s.duration = Dur::secs(secs);
-    let mut bottleneck =
-        LinkSpec::new(Rate::from_bits(100 * MBIT), Dur::ms(13)).with_buffer(BUFFER);
-    bottleneck.loss = loss;
     s.topology = TopologySpec::Dumbbell(DumbbellSpec {
         senders: algs.len() as u32,
         receivers: None,
-        bottleneck,
+        bottleneck: LinkSpec::new(Rate::from_bits(mbit * MBIT), Dur::ms(delay_ms))
+            .with_buffer(buffer),
         access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
         sender_delays: vec![],
     });
@@ -33,7 +50,6 @@ pub fn dumbbell(algs: &[&str], loss: f64, secs: u64) -> Scenario {
         .enumerate()
         .map(|(i, a)| FlowSpec::bulk(&format!("s{i}"), &format!("r{i}"), a))
         .collect();
-    s.output.step = Dur::ms(100);
     s
 }
 

@@ -10,10 +10,9 @@
 //! compared with each other; the scenario has no random loss or jitter, so the figures quoted
 //! below are exact for this code.
 
-use ccp_sim::scenario::{
-    Amount, DumbbellSpec, Dur, FlowSpec, LinkSpec, Rate, Scenario, TopologySpec, example,
-};
+use ccp_sim::scenario::{Amount, Dur, Scenario};
 use ccp_sim::{SimResult, run};
+use ccp_tests::vivace_link::single_bottleneck;
 
 const MBIT: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -23,18 +22,8 @@ const BOTTLENECK: &str = "left->right";
 /// One `alg` flow on 50 Mbit/s, 20 ms base RTT (8 ms bottleneck and 1 ms access links each
 /// way), a 340-packet drop-tail buffer, 3 s, samples every 10 ms.
 fn scenario(alg: &str) -> Scenario {
-    let mut s = example("dumbbell").unwrap();
-    s.duration = Dur::secs(3);
+    let mut s = single_bottleneck(&[alg], 50, 8, Amount::Packets(340), 3);
     s.output.step = Dur::ms(10);
-    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
-        senders: 1,
-        receivers: None,
-        bottleneck: LinkSpec::new(Rate::from_bits(50 * MBIT), Dur::ms(8))
-            .with_buffer(Amount::Packets(340)),
-        access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
-        sender_delays: vec![],
-    });
-    s.flows = vec![FlowSpec::bulk("s0", "r0", alg)];
     s
 }
 

@@ -5,11 +5,9 @@
 //! to Cubic. The scenario has no random loss or jitter, so the figures quoted next to each bound
 //! are exact for this scenario (from the runs of this file) and the bounds are margins on them.
 
-use ccp_sim::scenario::{
-    AgentCommand, Amount, DumbbellSpec, Dur, FlowSpec, LinkSpec, Rate, Scenario, TopologySpec,
-    example,
-};
+use ccp_sim::scenario::{AgentCommand, Amount, Dur, Scenario};
 use ccp_sim::{SimResult, run};
+use ccp_tests::vivace_link::single_bottleneck;
 
 const MBIT: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -21,18 +19,8 @@ const BDP: f64 = (CAPACITY_MBIT * MBIT / 8) as f64 * 0.040;
 /// One `alg` flow on 50 Mbit/s, 40 ms, a buffer of 4 BDP, for `secs`, with `commands`
 /// (`(at s, command)`), sampled every 10 ms.
 fn scenario(alg: &str, secs: u64, commands: &[(u64, &str)]) -> Scenario {
-    let mut s = example("dumbbell").unwrap();
-    s.duration = Dur::secs(secs);
+    let mut s = single_bottleneck(&[alg], CAPACITY_MBIT, 18, Amount::Bdp(4.0), secs);
     s.output.step = Dur::ms(10);
-    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
-        senders: 1,
-        receivers: None,
-        bottleneck: LinkSpec::new(Rate::from_bits(CAPACITY_MBIT * MBIT), Dur::ms(18))
-            .with_buffer(Amount::Bdp(4.0)),
-        access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
-        sender_delays: vec![],
-    });
-    s.flows = vec![FlowSpec::bulk("s0", "r0", alg)];
     s.agent.commands = commands
         .iter()
         .map(|(at, c)| AgentCommand {
@@ -190,18 +178,8 @@ fn a_bbr_flow_handed_to_reno_is_no_longer_paced_at_bbrs_rate() {
 /// One `alg` flow on 20 Mbit/s, 20 ms, a buffer of 2 BDP (100 kB), for 12 s, handed to `to`
 /// at 5 s (`None`: left alone).
 fn small(alg: &str, to: Option<&str>) -> SimResult {
-    let mut s = example("dumbbell").unwrap();
-    s.duration = Dur::secs(12);
+    let mut s = single_bottleneck(&[alg], 20, 8, Amount::Bytes(100_000), 12);
     s.output.step = Dur::ms(50);
-    s.topology = TopologySpec::Dumbbell(DumbbellSpec {
-        senders: 1,
-        receivers: None,
-        bottleneck: LinkSpec::new(Rate::from_bits(20 * MBIT), Dur::ms(8))
-            .with_buffer(Amount::Bytes(100_000)),
-        access: LinkSpec::new(Rate::from_bits(1000 * MBIT), Dur::ms(1)),
-        sender_delays: vec![],
-    });
-    s.flows = vec![FlowSpec::bulk("s0", "r0", alg)];
     s.agent.commands = to
         .map(|to| AgentCommand {
             at: Dur::secs(5),
