@@ -365,8 +365,15 @@ fn delay_adds_twice_the_delay_to_ping() {
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
     // The emulator adds exactly 2 × 20 ms; what is left is scheduling (ping's own included),
-    // which a loaded 2-core machine stretches now and then: judge the mean and the median.
-    assert!((avg(&delayed) - avg(&base) - 40.0).abs() < 1.0);
+    // which a loaded 2-core machine stretches now and then: judge the median and the mean of
+    // the 18 smallest samples. (One ping delayed by a 20-ms time slice moves the mean of all
+    // 20 by 1 ms: a run read 41.51 ms with one sample at 59.9 ms and the other 19 at 40.2-41.)
+    let trimmed = avg(&sorted[..18]);
+    assert!(
+        (trimmed - avg(&base) - 40.0).abs() < 1.0,
+        "mean of the 18 smallest {trimmed} ms over a base of {} ms",
+        avg(&base)
+    );
     assert!((40.0..41.0).contains(&median), "median RTT {median} ms");
     assert!(sorted[0] >= 40.0, "RTT below 40 ms: {sorted:?}");
     clean.assert_clean();
