@@ -181,6 +181,40 @@ struct State {
 }
 
 impl State {
+    /// A fresh path's state: `ctl`'s first window (at least two datagrams) and pacing rate,
+    /// nothing in flight, the application's supply read through `probe`.
+    fn new(ctl: Box<dyn FlowController>, mss: u32, probe: &FlowProbe) -> State {
+        let name = ctl.controller_name();
+        State {
+            cwnd: ctl.cwnd().max(2 * mss),
+            rate: ctl.pacing_rate().filter(|&r| r > 0),
+            ctl,
+            mss,
+            bytes_in_flight: 0,
+            packets_in_flight: 0,
+            handshake_in_flight: 0,
+            unwritten: probe.unwritten.clone(),
+            data_started: probe.data_started.clone(),
+            backlog: false,
+            pending_lost: 0,
+            pending_ce: 0,
+            pending_timeout: false,
+            pending_rtt_us: 0,
+            delivered: 0,
+            delivered_time: None,
+            first_sent_time: None,
+            rate_outgoing: 0,
+            rate_incoming: 0,
+            next_departure: None,
+            last_invocation: Instant::now(),
+            stats: FlowStats {
+                controllers: vec![name],
+                ..FlowStats::default()
+            },
+            closed: false,
+        }
+    }
+
     fn sample(&self) -> AckSample {
         AckSample {
             lost_pkts: self.pending_lost,
@@ -443,35 +477,7 @@ impl Endpoint for CcpEndpoint {
             algorithm: self.algorithm.clone(),
         };
         let ctl = (self.factory)(&meta);
-        let name = ctl.controller_name();
-        let state = Arc::new(Mutex::new(State {
-            cwnd: ctl.cwnd().max(2 * mss),
-            rate: ctl.pacing_rate().filter(|&r| r > 0),
-            ctl,
-            mss,
-            bytes_in_flight: 0,
-            packets_in_flight: 0,
-            handshake_in_flight: 0,
-            unwritten: self.probe.unwritten.clone(),
-            data_started: self.probe.data_started.clone(),
-            backlog: false,
-            pending_lost: 0,
-            pending_ce: 0,
-            pending_timeout: false,
-            pending_rtt_us: 0,
-            delivered: 0,
-            delivered_time: None,
-            first_sent_time: None,
-            rate_outgoing: 0,
-            rate_incoming: 0,
-            next_departure: None,
-            last_invocation: Instant::now(),
-            stats: FlowStats {
-                controllers: vec![name],
-                ..FlowStats::default()
-            },
-            closed: false,
-        }));
+        let state = Arc::new(Mutex::new(State::new(ctl, mss, &self.probe)));
         // A new path replaces the previous one's controller: end that libccp connection.
         let old = self
             .probe
@@ -772,31 +778,7 @@ mod tests {
     }
 
     fn state(probe: &FlowProbe, seen: &Arc<Mutex<Vec<AckSample>>>) -> State {
-        State {
-            ctl: Box::new(Recorder(seen.clone())),
-            mss: 1448,
-            cwnd: 14_480,
-            rate: None,
-            bytes_in_flight: 0,
-            packets_in_flight: 0,
-            handshake_in_flight: 0,
-            unwritten: probe.unwritten.clone(),
-            data_started: probe.data_started.clone(),
-            backlog: false,
-            pending_lost: 0,
-            pending_ce: 0,
-            pending_timeout: false,
-            pending_rtt_us: 0,
-            delivered: 0,
-            delivered_time: None,
-            first_sent_time: None,
-            rate_outgoing: 0,
-            rate_incoming: 0,
-            next_departure: None,
-            last_invocation: Instant::now(),
-            stats: FlowStats::default(),
-            closed: false,
-        }
+        State::new(Box::new(Recorder(seen.clone())), 1448, probe)
     }
 
     /// The `bytes_pending` of the sample the next invocation hands over.
