@@ -158,10 +158,9 @@ pub struct TakeOver {
 }
 
 /// The [`Controller`] methods of a wrapper that adds hooks around another controller, to be
-/// written inside its `impl Controller` block: `name`, `mode`, `on_start`, `calibrate`,
-/// `take_over`, `ssthresh`, `cwnd`, `rate` and `set_params` go to the wrapped controller in the
-/// field `inner`. The block adds
-/// `on_measurement`, where the hooks run.
+/// written inside its `impl Controller` block: `name`, `mode`, `on_start` and `set_params` go
+/// to the wrapped controller in the field `inner`, and the rest of [`forward_state_to_inner`].
+/// The block adds `on_measurement`, where the hooks run.
 macro_rules! forward_to_inner {
     () => {
         fn name(&self) -> &'static str {
@@ -179,6 +178,20 @@ macro_rules! forward_to_inner {
             self.inner.on_start(start)
         }
 
+        fn set_params(&mut self, params: &$crate::params::ParamSet) -> Result<(), String> {
+            self.inner.set_params(params)
+        }
+
+        $crate::controller::forward_state_to_inner!();
+    };
+}
+pub(crate) use forward_to_inner;
+
+/// The [`Controller`] methods that read or set the wrapped controller's window, rate and
+/// threshold, for a wrapper whose controller is in the field `inner`: `calibrate`, `take_over`,
+/// `ssthresh`, `cwnd` and `rate`.
+macro_rules! forward_state_to_inner {
+    () => {
         fn calibrate(&mut self, fused: $crate::controller::Fused) {
             self.inner.calibrate(fused)
         }
@@ -198,13 +211,9 @@ macro_rules! forward_to_inner {
         fn rate(&self) -> Option<u64> {
             self.inner.rate()
         }
-
-        fn set_params(&mut self, params: &$crate::params::ParamSet) -> Result<(), String> {
-            self.inner.set_params(params)
-        }
     };
 }
-pub(crate) use forward_to_inner;
+pub(crate) use forward_state_to_inner;
 
 /// A congestion control algorithm, as the rest of the project sees it.
 pub trait Controller: Send {

@@ -833,25 +833,7 @@ impl Controller for JcceMemberFlow {
         self.inner.on_measurement(m)
     }
 
-    fn calibrate(&mut self, fused: Fused) {
-        self.inner.calibrate(fused);
-    }
-
-    fn take_over(&mut self, handed: &TakeOver) {
-        self.inner.take_over(handed);
-    }
-
-    fn ssthresh(&self) -> Option<u32> {
-        self.inner.ssthresh()
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.inner.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        self.inner.rate()
-    }
+    crate::controller::forward_state_to_inner!();
 }
 
 #[cfg(test)]
