@@ -190,6 +190,20 @@ fn text_of(out: &std::process::Output) -> String {
     )
 }
 
+/// Two alike bounded Hercules flows requiring 5 Mbit/s, started together on loopback for 6 s,
+/// with `commands` (a recipe's `commands:` entry); the run's directory.
+fn twin_hercules(dir: &Path, commands: &str) -> PathBuf {
+    run_ok(
+        dir,
+        &format!(
+            "name: u\nbackend: udp\nduration: 6s\nlink: {{delay: 5ms}}\n\
+             flows: [{{algorithm: hercules, params: {{min: 5mbit, bounded: true}}, count: 2}}]\n\
+             {commands}"
+        ),
+        "u",
+    )
+}
+
 #[test]
 fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
     // Two bounded Hercules flows requiring 5 Mbit/s (capped at b = 7.5) on loopback, alike in
@@ -198,12 +212,9 @@ fn a_command_reaches_one_of_two_alike_flows_started_together_on_loopback() {
     // to 20 Mbit/s (b = 30). Loopback has no bottleneck, so each runs at its bound. Measured:
     // 7.3 / 7.3 Mbit/s over 1-3 s, 7.3 / 29.3 over 4-6 s.
     let dir = tempfile::tempdir().unwrap();
-    let run = run_ok(
+    let run = twin_hercules(
         dir.path(),
-        "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
-         flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
-         commands: [{at: 3s, command: \"set-params flow=1 min=20mbit\"}]\n",
-        "u",
+        "commands: [{at: 3s, command: \"set-params flow=1 min=20mbit\"}]\n",
     );
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
     let (a0, a1, b0, b1) = (
@@ -253,13 +264,10 @@ fn a_flow_handed_to_another_algorithm_changes_and_its_twin_does_not_on_loopback(
     // 1-3 s, 3.4-3.9 Gbit/s on Reno over 3.3-4 s (two runs), 7.34 over 5-6 s; flow 0 7.3
     // throughout.
     let dir = tempfile::tempdir().unwrap();
-    let run = run_ok(
+    let run = twin_hercules(
         dir.path(),
-        "name: u\nbackend: udp\nduration: 6s\nlink: {delay: 5ms}\n\
-         flows: [{algorithm: hercules, params: {min: 5mbit, bounded: true}, count: 2}]\n\
-         commands:\n  - {at: 3s, command: \"set-algorithm flow=1 reno\"}\n  \
+        "commands:\n  - {at: 3s, command: \"set-algorithm flow=1 reno\"}\n  \
          - {at: 4s, command: \"set-algorithm flow=1 hercules:min=5mbit,bounded=true\"}\n",
-        "u",
     );
     let g = |f: usize, a: f64, b: f64| mean_goodput(&run, f, a, b);
     let (a0, a1, b0, b1, b2) = (
