@@ -475,10 +475,14 @@ impl Bbr {
         if self.min_rtt_us == 0 {
             return self.init_cwnd();
         }
-        let bdp = self.btlbw() as f64 * self.min_rtt_us as f64 / 1e6;
-        ((gain * bdp) as u64)
+        ((gain * self.bdp()) as u64)
             .saturating_add(3 * self.mss())
             .min(MAX_CWND)
+    }
+
+    /// The model's pipe, `BtlBw · RTprop`, bytes.
+    fn bdp(&self) -> f64 {
+        self.btlbw() as f64 * self.min_rtt_us as f64 / 1e6
     }
 
     fn enter_startup(&mut self) {
@@ -747,10 +751,8 @@ impl Controller for Bbr {
     /// in a slow start of its own. (Linux's BBR leaves a socket's `ssthresh` unbounded, so there
     /// a successor does slow-start.)
     fn ssthresh(&self) -> Option<u32> {
-        (self.filled_pipe && self.min_rtt_us > 0).then(|| {
-            let bdp = self.btlbw() as f64 * self.min_rtt_us as f64 / 1e6;
-            (bdp as u64).clamp(self.min_pipe(), MAX_CWND) as u32
-        })
+        (self.filled_pipe && self.min_rtt_us > 0)
+            .then(|| (self.bdp() as u64).clamp(self.min_pipe(), MAX_CWND) as u32)
     }
 }
 
