@@ -626,7 +626,7 @@ impl Controller for Copa {
 
     /// The window once slow start has ended.
     fn ssthresh(&self) -> Option<u32> {
-        (!self.slow_start).then(|| self.cwnd.clamp(0.0, MAX_CWND) as u32)
+        (!self.slow_start).then(|| self.cwnd())
     }
 
     fn cwnd(&self) -> u32 {
