@@ -52,8 +52,10 @@
 //! bandwidth filter, a utility learner's history) — the new one learns its own.
 //!
 //! The decision installed with that report carries the new controller's window and rate, and its
-//! report period (its `on_start` wish, the per-RTT default if it has none), so the period the new
-//! algorithm wants is installed. **Rate to window:** a window-based successor sets no pacing rate,
+//! report period: the latest period it asked for in the hand-over (a controller names its period
+//! only when it changes, so it may come with `on_start`, with the RTT history or with the report;
+//! the per-RTT default if it named none). A learner scores its RTT gradient on the reports within
+//! an MI, so keeping the predecessor's one report per RTT blinded it. **Rate to window:** a window-based successor sets no pacing rate,
 //! and libccp-style datapaths (the engine, so the simulator and ccp-udp, and the kernel) ignore a
 //! `Rate` of 0, so the old algorithm's pacing rate would stay. The hand-over therefore installs
 //! `Rate` = `u32::MAX` bytes/s (about 34 Gbit/s, the wire's largest): pacing that never limits,
@@ -376,9 +378,14 @@ impl Live {
             },
             ssthresh,
         });
-        if self.min_rtt_us > 0 {
-            new.on_measurement(&history_report(m, self.min_rtt_us));
-        }
+        // A controller sends its report period only when it changes, so the period may come
+        // with any of these decisions; the latest one given is the one to install.
+        let history = (self.min_rtt_us > 0)
+            .then(|| {
+                new.on_measurement(&history_report(m, self.min_rtt_us))
+                    .report
+            })
+            .flatten();
         let d = new.on_measurement(m);
         let new_mode = new.mode();
         info!(
@@ -400,7 +407,11 @@ impl Live {
                 // A window-based successor of a paced flow: stop pacing at the old rate.
                 (None, ControlMode::Window) => (m.rate > 0).then_some(UNPACED_RATE),
             },
-            report: d.report.or(first.report).or(Some(ReportPeriod::PerRtt)),
+            report: d
+                .report
+                .or(history)
+                .or(first.report)
+                .or(Some(ReportPeriod::PerRtt)),
         }
     }
 }
@@ -736,6 +747,13 @@ mod tests {
         assert_eq!((h.name(), h.mode()), ("hercules", ControlMode::Rate));
         let r = d.rate.expect("a rate-based successor installs its rate");
         assert!(r > 0);
+        // And the learner's report period (8 reports per MI; Hercules's MI lasts 1.5 × 20 ms),
+        // not the predecessor's one per RTT: it fits its RTT gradient to the reports in an MI.
+        assert!(
+            matches!(d.report, Some(ReportPeriod::Micros(p)) if p <= 5_000),
+            "{:?}",
+            d.report
+        );
         // set-params now checks against hercules's parameters.
         assert!(t.set_params(&["1", "min=1mbit"]).is_ok());
     }
