@@ -66,7 +66,9 @@
 //!   capacity. Project choices; docs/results/vivace-distributed.md has the figures.
 //! - **Hold until the first aggregate** (Algorithm 1, lines 8–10): the flow sends at its initial
 //!   rate and publishes its delivered throughput once per smoothed RTT until the first reply
-//!   arrives; then the learner starts (slow start at the initial rate).
+//!   arrives; then the learner starts (slow start at the initial rate). A live flow handed to
+//!   this algorithm (`set-algorithm`) during the hold keeps the rate it had instead, and the
+//!   learner takes it over when the hold ends (probing around it, as Vivace does at once).
 //! - **Fallback**: while JCCE is unreachable (or withholds the mean because the group is smaller
 //!   than its minimum size, or no JCCE is configured) the `d·T_avg` term is dropped and the flow
 //!   runs as plain Vivace with this algorithm's rate control; the log says so once per change,
@@ -585,6 +587,9 @@ impl Utility for DistributedUtility {
 struct Hold {
     start: FlowStart,
     decision: Decision,
+    /// A live flow this controller took over during the hold: its rate is held instead of the
+    /// initial one, and the learner takes it over when the hold ends.
+    handed: Option<TakeOver>,
     delivery: DeliveryCounter,
     bytes: f64,
     since_us: u64,
@@ -646,8 +651,19 @@ impl VivaceDistributed {
                 now_us: m.now_us,
                 ..h.start.clone()
             };
+            let handed = h.handed;
             self.hold = None;
-            return self.engine.start(&start);
+            let started = self.engine.start(&start);
+            let Some(handed) = handed else {
+                return started;
+            };
+            self.engine
+                .take_over(handed.fused, handed.ssthresh.is_some());
+            return Decision {
+                rate: Some(self.engine.rate().round() as u64),
+                cwnd: Some(self.engine.cwnd()),
+                report: started.report,
+            };
         }
         Decision {
             report: None,
@@ -671,6 +687,7 @@ impl Controller for VivaceDistributed {
             self.hold = Some(Hold {
                 start: start.clone(),
                 decision,
+                handed: None,
                 delivery: DeliveryCounter::default(),
                 bytes: 0.0,
                 since_us: start.now_us,
@@ -697,10 +714,19 @@ impl Controller for VivaceDistributed {
     }
 
     fn take_over(&mut self, handed: &TakeOver) {
-        if self.hold.is_none() {
+        let Some(h) = self.hold.as_mut() else {
             self.engine
                 .take_over(handed.fused, handed.ssthresh.is_some());
-        }
+            return;
+        };
+        // Hold the flow where its predecessor left it, not at the initial rate of a new flow:
+        // the rate and window cap the learner would install for it (it restarts from them when
+        // the hold ends).
+        self.engine
+            .take_over(handed.fused, handed.ssthresh.is_some());
+        h.decision.rate = Some(self.engine.base_rate().round() as u64);
+        h.decision.cwnd = Some(self.engine.cwnd());
+        h.handed = Some(*handed);
     }
 
     fn ssthresh(&self) -> Option<u32> {
@@ -1225,6 +1251,39 @@ mod tests {
         // Publications carry strictly increasing MI numbers.
         let p = link.0.lock().unwrap().published.clone();
         assert!(p.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn a_flow_taken_over_during_the_hold_keeps_its_rate_and_is_probed_around_it() {
+        // `set-algorithm` hands a live 90 Mbit/s flow to vivace-distributed: until JCCE's first
+        // reply it holds the rate the flow had (not a new flow's 1.16 Mbit/s), and then the
+        // learner probes around that rate instead of slow-starting from the initial one.
+        let link = FakeLink::new(true, false);
+        let mut c =
+            VivaceDistributed::new(DistributedConfig::default(), Some(Box::new(link.clone())));
+        let mut path = FluidPath::new(30_000, 100.0 * MBIT, 75_000.0);
+        path.start(&mut c);
+        let handed = 90.0 * MBIT;
+        c.take_over(&TakeOver {
+            fused: Fused::Rate(handed as u64),
+            ssthresh: Some(337_500),
+        });
+        path.run_until(&mut c, 500_000);
+        assert!(c.holding());
+        let held: Vec<f64> = path.rates.iter().skip(1).map(|r| r.1).collect();
+        assert_eq!(held, [handed], "rates while holding");
+        link.set(|f| f.answering = true);
+        let from = path.rates.len();
+        path.run_until(&mut c, 1_000_000);
+        assert!(!c.holding());
+        let after: Vec<f64> = path.rates[from..].iter().map(|r| r.1 / handed).collect();
+        // The first round probes ±5 % around the rate (then holds it), and nothing falls back
+        // towards the initial rate. (Before, the hold kept 1.16 Mbit/s and the learner
+        // slow-started from it when the hold ended.)
+        let mut first: Vec<f64> = after.iter().take(3).map(|r| (r * 100.0).round()).collect();
+        first[..2].sort_by(f64::total_cmp);
+        assert_eq!(first, [95.0, 105.0, 100.0], "{after:.3?}");
+        assert!(after.iter().all(|r| *r > 0.8), "{after:.3?}");
     }
 
     #[test]
