@@ -1784,6 +1784,7 @@ pub(crate) mod testpath {
         lost_bytes: f64,
         lost_reported: u64,
         last_report: u64,
+        delivered_bytes: f64,
     }
 
     impl FluidPath {
@@ -1805,6 +1806,7 @@ pub(crate) mod testpath {
                 lost_bytes: 0.0,
                 lost_reported: 0,
                 last_report: 0,
+                delivered_bytes: 0.0,
             }
         }
 
@@ -1902,6 +1904,7 @@ pub(crate) mod testpath {
                 }
             }
             self.last_report = t;
+            self.delivered_bytes += bytes;
             m.acked_bytes = bytes.round() as u64;
             m.acked_packets = m.acked_bytes / u64::from(self.mss);
             if bytes > 0.0 {
@@ -1923,6 +1926,11 @@ pub(crate) mod testpath {
             while self.now < until_us {
                 self.step(c);
             }
+        }
+
+        /// Bytes delivered and bytes lost (overflow and wire) so far, as reported.
+        pub fn delivered_and_lost(&self) -> (f64, f64) {
+            (self.delivered_bytes, self.lost_bytes)
         }
 
         /// Mean installed rate over `[from, to)`, bytes/s.

@@ -1333,13 +1333,28 @@ mod tests {
 
     #[test]
     fn beats_vivace_on_a_lossy_fluid_path() {
-        // 100 Mbit/s, 30 ms, 75 kB, 3 % random loss on the wire, 20 s.
+        // 100 Mbit/s, 30 ms, 75 kB, 3 % random loss on the wire, 20 s: the goodput over 5-20 s
+        // as a fraction of the capacity (0.970 against Vivace's 0.911). This test compared mean
+        // sending rates, which cannot tell a flow at the capacity from one far above it: here
+        // vivace-distributed sends at 5 times the capacity and 81 % of its bytes are lost (see
+        // docs/results/vivace-distributed.md, "Above the capacity on the fluid path"); Vivace
+        // sends at 0.94 and loses the 3 %.
         let cap = 100.0 * MBIT;
         let run = |c: &mut dyn Controller| {
             let mut path = FluidPath::new(30_000, cap, 75_000.0).with_loss(Box::new(|_, _| 0.03));
             path.start(c);
+            path.run_until(c, 5_000_000);
+            let (d0, l0) = path.delivered_and_lost();
             path.run_until(c, 20_000_000);
-            path.mean_rate(5_000_000, 20_000_000) / cap
+            let (d1, l1) = path.delivered_and_lost();
+            eprintln!(
+                "{}: goodput {:.3}, mean rate {:.3} of the capacity, {:.1} % of the bytes lost",
+                c.name(),
+                (d1 - d0) / 15.0 / cap,
+                path.mean_rate(5_000_000, 20_000_000) / cap,
+                100.0 * (l1 - l0) / (d1 - d0 + l1 - l0)
+            );
+            (d1 - d0) / 15.0 / cap
         };
         let mut vd = VivaceDistributed::new(
             DistributedConfig::default(),
