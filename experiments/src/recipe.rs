@@ -567,6 +567,10 @@ pub const PART_KEYS: &[&str] = &[
 pub const SIM_SCENARIO_KEYS: &[&str] =
     &["agent", "transport", "topology", "stop_when_done", "output"];
 
+/// How the hint of [`sim_scenario_hint`] begins, for callers that report it apart from the
+/// errors it follows.
+pub const SIM_SCENARIO_HINT: &str = "this looks like a ccp-sim scenario";
+
 /// For a file given as a recipe that is a `ccp-sim` scenario (a top-level key of
 /// [`SIM_SCENARIO_KEYS`], and neither `backend` nor `link`): one line saying so and how to run
 /// it, placed at the start of `file`.
@@ -586,7 +590,7 @@ pub fn sim_scenario_hint(file: &Path, root: &Node) -> Option<ConfigError> {
     Some(crate::tree::Pos::file_start(file).error(
         "",
         format!(
-            "this looks like a ccp-sim scenario (top-level {}), not a ccp-exp recipe; check it with `ccp-sim check {f}`, run it with `ccp-sim run {f} --out DIR`",
+            "{SIM_SCENARIO_HINT} (top-level {}), not a ccp-exp recipe; check it with `ccp-sim check {f}`, run it with `ccp-sim run {f} --out DIR`",
             sim.join(", "),
             f = file.display()
         ),

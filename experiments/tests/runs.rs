@@ -550,3 +550,30 @@ fn a_kernel_tcp_flow_beside_an_agent_flow_on_the_emulator_when_root() {
         .count();
     assert!(samples > 100, "{samples} samples of the kernel flow");
 }
+
+#[test]
+fn validate_counts_a_recipes_errors_and_names_a_simulator_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "link: {rate: 10mbit, delay: 5ms}\nflows: [{algorithm: renoo}]\nfoo: 1\n",
+    )
+    .unwrap();
+    let last_line = |file: &str| {
+        let out = Command::new(exe())
+            .args(["validate", file])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{file} passed validation");
+        let err = String::from_utf8(out.stderr).unwrap();
+        err.lines().last().unwrap().to_string()
+    };
+    assert_eq!(last_line(s(&bad)), format!("{}: 2 error(s)", bad.display()));
+    // A simulator scenario: its first error as a recipe and the hint, which is no error of its
+    // own.
+    assert_eq!(
+        last_line("recipes/polycc/jitter.yaml"),
+        "recipes/polycc/jitter.yaml: a ccp-sim scenario, not a ccp-exp recipe"
+    );
+}

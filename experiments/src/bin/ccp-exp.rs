@@ -98,7 +98,20 @@ fn load(path: &Path) -> Result<ccp_exp::Experiment, ExitCode> {
         for e in errs.list() {
             eprintln!("{e}");
         }
-        eprintln!("{}: {} error(s)", path.display(), errs.list().len());
+        // The ccp-sim hint explains the errors before it; it is not one more.
+        let hints = errs
+            .list()
+            .iter()
+            .filter(|e| e.message.starts_with(ccp_exp::recipe::SIM_SCENARIO_HINT))
+            .count();
+        if hints > 0 {
+            eprintln!(
+                "{}: a ccp-sim scenario, not a ccp-exp recipe",
+                path.display()
+            );
+        } else {
+            eprintln!("{}: {} error(s)", path.display(), errs.list().len());
+        }
         ExitCode::FAILURE
     })
 }
