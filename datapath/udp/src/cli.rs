@@ -71,6 +71,8 @@ pub struct FlowArgs {
     pub alg: String,
     /// A flow of its own, repeatable: alg=NAME[:k=v;k=v],bytes=SIZE|time=DUR[,start=DUR][,cap=RATE]
     /// e.g. --flow alg=cubic:beta=0.8,bytes=50M (replaces --flows/--bytes/--time)
+    // The text is `--help`'s, where brackets mean optional parts; rustdoc would read them as links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long = "flow", value_name = "SPEC")]
     pub flow_specs: Vec<String>,
 }
