@@ -1206,22 +1206,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_lone_flows_probes_of_one_round_share_one_cap_set_before_the_round() {
+    /// A lone flow's utility (a group of one that JCCE answers), after its first publication.
+    fn lone_utility() -> DistributedUtility {
         let mut u = DistributedUtility::new(
             DistributedConfig::default().vivace.utility,
             1000.0,
             Some(Box::new(FakeLink::new(true, true))),
         );
         u.publish(1.0);
-        // An MI of `role` sending `rate` Mbit/s that measured `got` Mbit/s delivered and lost
-        // the fraction `loss` of its packets.
-        let mi = |id: u64, role: Role, rate: f64, got: f64, loss: f64| {
-            let pkts = got * MBIT * 0.03 / 1448.0;
-            let mut s = stats(id, rate, 0.0, pkts, pkts * loss / (1.0 - loss));
-            s.role = role;
-            s
-        };
+        u
+    }
+
+    /// A 30 ms MI of `role` sending `rate` Mbit/s that measured `got` Mbit/s delivered and lost
+    /// the fraction `loss` of its packets.
+    fn lossy_mi(id: u64, role: Role, rate: f64, got: f64, loss: f64) -> MiStats {
+        let pkts = got * MBIT * 0.03 / 1448.0;
+        let mut s = stats(id, rate, 0.0, pkts, pkts * loss / (1.0 - loss));
+        s.role = role;
+        s
+    }
+
+    #[test]
+    fn a_lone_flows_probes_of_one_round_share_one_cap_set_before_the_round() {
+        let mut u = lone_utility();
+        let mi = lossy_mi;
         // Ten MIs before the round: three measured 99 Mbit/s (the oldest), seven 96. The cap
         // leaves out the two largest: 99.
         for id in 1..=10 {
@@ -1250,18 +1258,8 @@ mod tests {
 
     #[test]
     fn a_lone_flows_pair_that_finds_the_path_saturated_scores_both_probes_alike() {
-        let mut u = DistributedUtility::new(
-            DistributedConfig::default().vivace.utility,
-            1000.0,
-            Some(Box::new(FakeLink::new(true, true))),
-        );
-        u.publish(1.0);
-        let mi = |id: u64, role: Role, rate: f64, got: f64, loss: f64| {
-            let pkts = got * MBIT * 0.03 / 1448.0;
-            let mut s = stats(id, rate, 0.0, pkts, pkts * loss / (1.0 - loss));
-            s.role = role;
-            s
-        };
+        let mut u = lone_utility();
+        let mi = lossy_mi;
         let t_avg = |u: &mut DistributedUtility, s: &MiStats| {
             let plain = u.value(s.rate_in(MBIT), 0.0, s.loss_fraction(), None);
             (u.utility(s).unwrap() - plain) / 1000.0

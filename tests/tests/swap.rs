@@ -117,17 +117,16 @@ fn a_cubic_flow_handed_to_vegas_drains_its_queue_and_keeps_the_link_full() {
     // own from the flow's window, Vegas doubled Cubic's 958 kB before its γ exit and the
     // swapped flow lost 2.79 %.
     let alone = run(&scenario("cubic", 30, &[]), None).unwrap();
-    let loss = |r: &SimResult| r.flows[0].retransmits as f64 / r.flows[0].packets_sent as f64;
     eprintln!(
         "retransmitted share: swapped {:.4}, left on cubic {:.4}",
-        loss(&r),
-        loss(&alone)
+        retransmitted_share(&r),
+        retransmitted_share(&alone)
     );
     assert!(
-        loss(&r) <= 1.1 * loss(&alone),
+        retransmitted_share(&r) <= 1.1 * retransmitted_share(&alone),
         "{} {}",
-        loss(&r),
-        loss(&alone)
+        retransmitted_share(&r),
+        retransmitted_share(&alone)
     );
 }
 
@@ -175,6 +174,21 @@ fn a_bbr_flow_handed_to_reno_is_no_longer_paced_at_bbrs_rate() {
     assert_eq!(r.flows[0].retransmits, 0);
 }
 
+/// Share of flow 0's packets that were retransmitted.
+fn retransmitted_share(r: &SimResult) -> f64 {
+    r.flows[0].retransmits as f64 / r.flows[0].packets_sent as f64
+}
+
+/// `from` handed to `to` on [`small`]'s path and `from` alone: the swapped run and the share
+/// of its packets retransmitted, and the share alone.
+fn swapped_and_alone(from: &str, to: &str) -> (SimResult, f64, f64) {
+    let alone = retransmitted_share(&small(from, None));
+    let swapped = small(from, Some(to));
+    assert_eq!(swapped.agent.bad_reports + swapped.agent.update_errors, 0);
+    let share = retransmitted_share(&swapped);
+    (swapped, share, alone)
+}
+
 /// One `alg` flow on 20 Mbit/s, 20 ms, a buffer of 2 BDP (100 kB), for 12 s, handed to `to`
 /// at 5 s (`None`: left alone).
 fn small(alg: &str, to: Option<&str>) -> SimResult {
@@ -201,7 +215,6 @@ fn a_successor_with_a_start_up_skips_it_for_a_flow_past_its_own() {
     // ledbat (5 ms target) -> polycc 12.50 % and rtcp -> cubic 1.02 %, against 0.70 %, 0.70 %, 0 %,
     // 1.29 %, 0 % and 0 % for the flow left alone (vivace's from its own slow start). Now
     // 0.67, 0.68, 0.03, 1.30, 0.00 and 0.03 %.
-    let share = |r: &SimResult| r.flows[0].retransmits as f64 / r.flows[0].packets_sent as f64;
     for (from, to) in [
         ("reno", "copa"),
         ("reno", "polycc"),
@@ -210,17 +223,11 @@ fn a_successor_with_a_start_up_skips_it_for_a_flow_past_its_own() {
         ("ledbat:target=5ms", "polycc"),
         ("rtcp", "cubic"),
     ] {
-        let alone = share(&small(from, None));
-        let swapped = small(from, Some(to));
-        assert_eq!(swapped.agent.bad_reports + swapped.agent.update_errors, 0);
-        eprintln!(
-            "{from} -> {to}: {:.4} of packets retransmitted, {from} alone {alone:.4}",
-            share(&swapped)
-        );
+        let (_, share, alone) = swapped_and_alone(from, to);
+        eprintln!("{from} -> {to}: {share:.4} of packets retransmitted, {from} alone {alone:.4}");
         assert!(
-            share(&swapped) <= alone + 0.002,
-            "{from} -> {to}: {} against {alone}",
-            share(&swapped)
+            share <= alone + 0.002,
+            "{from} -> {to}: {share} against {alone}"
         );
     }
 }
@@ -236,26 +243,21 @@ fn a_learner_that_takes_over_a_flow_measures_its_rtt_gradient_and_keeps_its_own_
     // aggregate, held the initial rate of a new flow and slow-started again (dctcp -> it lost
     // 1.3 points more than dctcp alone); now it holds the rate it took over and probes around
     // it. Median RTT over 7-12 s now 20.6-20.7 ms (20 ms base), losses 0.68 %, 0.89 %, 0.68 %.
-    let share = |r: &SimResult| r.flows[0].retransmits as f64 / r.flows[0].packets_sent as f64;
     for (from, to) in [
         ("reno", "vivace"),
         ("cubic", "hercules"),
         ("dctcp", "vivace-distributed"),
     ] {
-        let alone = share(&small(from, None));
-        let swapped = small(from, Some(to));
-        assert_eq!(swapped.agent.bad_reports + swapped.agent.update_errors, 0);
+        let (swapped, share, alone) = swapped_and_alone(from, to);
         let rtt = median_rtt_ms(&swapped, 7, 12);
         eprintln!(
-            "{from} -> {to}: {:.4} of packets retransmitted, {from} alone {alone:.4}; median RTT \
-             7-12 s {rtt:.1} ms, goodput {:.2} Mbit/s",
-            share(&swapped),
+            "{from} -> {to}: {share:.4} of packets retransmitted, {from} alone {alone:.4}; median \
+             RTT 7-12 s {rtt:.1} ms, goodput {:.2} Mbit/s",
             goodput(&swapped, 7, 12)
         );
         assert!(
-            share(&swapped) <= alone + 0.002,
-            "{from} -> {to}: {} against {alone}",
-            share(&swapped)
+            share <= alone + 0.002,
+            "{from} -> {to}: {share} against {alone}"
         );
         assert!(rtt < 1.25 * 20.0, "{from} -> {to}: median RTT {rtt} ms");
         assert!(goodput(&swapped, 7, 12) >= 0.9 * 20.0);
