@@ -621,22 +621,31 @@ mod tests {
         now_us: 0,
     };
 
-    #[test]
-    fn a_cubic_flow_switched_to_reno_keeps_its_window() {
-        let t = Arc::new(LiveFlows::default());
-        let mut h = flow(&t, "cubic", 7);
+    /// A cubic flow on `port` given `reports` window-sized reports 20 ms apart (20 ms RTT), the
+    /// seventh with a loss: slow start to ~400 packets, then congestion avoidance. Returns the
+    /// flow and the time of its last report, µs.
+    fn cubic_past_a_loss(
+        t: &Arc<LiveFlows>,
+        port: u32,
+        reports: u64,
+    ) -> (Box<dyn Controller>, u64) {
+        let mut h = flow(t, "cubic", port);
         h.on_start(&START);
-        // Slow start to ~400 packets, one loss, then congestion avoidance: a large window.
         let mut now = 0;
-        for i in 0..60u64 {
+        for i in 0..reports {
             now += 20_000;
             let w = u64::from(h.cwnd());
             let mut m = report_at(now, w, 20_000, w, 0);
-            if i == 6 {
-                m.lost_packets = 1;
-            }
+            m.lost_packets = u64::from(i == 6);
             h.on_measurement(&m);
         }
+        (h, now)
+    }
+
+    #[test]
+    fn a_cubic_flow_switched_to_reno_keeps_its_window() {
+        let t = Arc::new(LiveFlows::default());
+        let (mut h, mut now) = cubic_past_a_loss(&t, 7, 60);
         let before = h.cwnd();
         assert!(before > 100 * 1448, "cubic reached only {before} bytes");
         let a = t.set_algorithm(&["10.0.0.1:7", "reno"], |s| s.defaults());
@@ -812,16 +821,7 @@ mod tests {
         // the window it took over, as Linux after a change of congestion control, instead of
         // doubling it in a second slow start.
         let t = Arc::new(LiveFlows::default());
-        let mut h = flow(&t, "cubic", 11);
-        h.on_start(&START);
-        let mut now = 0;
-        for i in 0..20u64 {
-            now += 20_000;
-            let w = u64::from(h.cwnd());
-            let mut m = report_at(now, w, 20_000, w, 0);
-            m.lost_packets = u64::from(i == 6);
-            h.on_measurement(&m);
-        }
+        let (mut h, mut now) = cubic_past_a_loss(&t, 11, 20);
         let threshold = h.ssthresh().expect("cubic left slow start at its loss");
         t.set_algorithm(&["10.0.0.1:11", "reno"], |s| s.defaults())
             .unwrap();
