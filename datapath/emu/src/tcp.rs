@@ -117,7 +117,10 @@ pub fn sink(
 
 /// A thread that writes to `stream` as fast as the connection takes it until `end`, or until
 /// it has written `size` bytes if given, then shuts its write side; it returns the bytes
-/// written. A write blocked at `end` is abandoned (the connection is not closed).
+/// written. A write blocked at `end` is abandoned (the connection is not closed). A reader with
+/// the same deadline ([`sink`]) closes its socket at `end` with data unread, which resets the
+/// connection; a write that fails that way once `end` has passed is the flow's normal end, not
+/// an error.
 pub fn send(
     stream: &TcpStream,
     end: Instant,
@@ -141,6 +144,7 @@ pub fn send(
                         e.kind(),
                         ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                     ) => {}
+                Err(e) if closed_at_the_end(&e, Instant::now(), end) => return Ok(total),
                 Err(e) => return Err(e),
             }
         }
@@ -149,4 +153,78 @@ pub fn send(
         let _ = w.shutdown(Shutdown::Write);
         Ok(total)
     }))
+}
+
+/// Whether a write error at `now` is the reader closing the connection at the flow's `end`:
+/// a reset or a broken pipe once `end` has passed. The reader's deadline check and this
+/// writer's both read the clock, so the reader can close between the writer's last check and
+/// its write.
+fn closed_at_the_end(e: &std::io::Error, now: Instant, end: Instant) -> bool {
+    now >= end
+        && matches!(
+            e.kind(),
+            ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that accepts on loopback, reads nothing, and drops the connection (a reset: its
+    /// receive buffer holds unread data) at `close`.
+    fn resetting_peer(close: Instant) -> (SocketAddrV4, JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = match l.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            a => panic!("{a}"),
+        };
+        let peer = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            std::thread::sleep(close.saturating_duration_since(Instant::now()));
+            drop(s);
+        });
+        (addr, peer)
+    }
+
+    #[test]
+    fn a_reset_or_broken_pipe_after_the_end_is_the_flows_end() {
+        let end = Instant::now();
+        let after = end + Duration::from_millis(1);
+        let err = |k: ErrorKind| std::io::Error::from(k);
+        for k in [
+            ErrorKind::BrokenPipe,
+            ErrorKind::ConnectionReset,
+            ErrorKind::ConnectionAborted,
+        ] {
+            assert!(closed_at_the_end(&err(k), after, end), "{k:?}");
+            assert!(closed_at_the_end(&err(k), end, end), "{k:?} at the end");
+            assert!(
+                !closed_at_the_end(&err(k), end - Duration::from_millis(1), end),
+                "{k:?} before the end"
+            );
+        }
+        assert!(!closed_at_the_end(
+            &err(ErrorKind::PermissionDenied),
+            after,
+            end
+        ));
+    }
+
+    #[test]
+    fn a_reset_before_the_end_is_still_an_error() {
+        let end = Instant::now() + Duration::from_secs(5);
+        let (addr, peer) = resetting_peer(Instant::now() + Duration::from_millis(100));
+        let stream = TcpStream::connect(addr).unwrap();
+        let sent = send(&stream, end, None).unwrap().join().unwrap();
+        peer.join().unwrap();
+        let e = sent.unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+            ),
+            "{e}"
+        );
+    }
 }
