@@ -14,7 +14,10 @@
 //! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
 //! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
 //! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
-//! been acknowledged). RTT samples are the reports' smallest (`rtt_min`).
+//! been delivered). Delivered bytes are acknowledged in order *or SACKed*, each byte counted once
+//! ([`DeliveryCounter`]; the draft's `C.delivered`, Linux's `acked_sacked`): they time the rounds
+//! and grow the window, so while a lost packet stalls the cumulative ACK the rounds still end and
+//! Startup can still find the pipe full. RTT samples are the reports' smallest (`rtt_min`).
 //!
 //! **Model.**
 //! - `BtlBw` = max of the delivery-rate samples of the last `bw-window` (10) rounds
@@ -65,7 +68,8 @@
 //!   the link rate, the queue the 1.25 phase builds drains, and the samples of the 1.25 phase still
 //!   keep `BtlBw` at the link rate (`tests/tests/emu_baselines.rs`). In the simulator, whose
 //!   samples are exact, it costs about 0.4 % of utilisation. `pacing-margin=0` is draft-00.
-//! - window (the draft's core cwnd adjustment): target = `inflight(cwnd_gain)`; with a full pipe
+//! - window (the draft's core cwnd adjustment; `acked` below is the report's newly delivered
+//!   bytes, SACKed ones included): target = `inflight(cwnd_gain)`; with a full pipe
 //!   `cwnd = min(cwnd + acked, target)`, before it `cwnd += acked` while below the target (or while
 //!   less than the initial window has been delivered); never below `min-pipe-cwnd`; at most
 //!   `min-pipe-cwnd` in ProbeRTT.
@@ -95,7 +99,7 @@
 
 use crate::controller::{ControlMode, Controller, Decision, FlowStart, Fused, Measurement};
 use crate::filters::{
-    ReportClock, RoundCounter, Srtt, WindowedFilter, count_param, positive_param,
+    DeliveryCounter, ReportClock, RoundCounter, Srtt, WindowedFilter, count_param, positive_param,
 };
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
@@ -313,6 +317,8 @@ pub struct Bbr {
     core: WindowCore,
     mode: Mode,
     rounds: RoundCounter,
+    /// Bytes newly delivered per report, SACKed bytes included (the draft's `delivered`).
+    delivery: DeliveryCounter,
     /// BtlBw: max delivery rate (bytes/s) over the last rounds.
     bw: WindowedFilter,
     /// RTprop, µs (0: none yet) and when it was last set.
@@ -361,6 +367,7 @@ impl Bbr {
             core: WindowCore::new(),
             mode: Mode::Startup,
             rounds: RoundCounter::new(),
+            delivery: DeliveryCounter::default(),
             min_rtt_us: 0,
             min_rtt_stamp_us: 0,
             pacing_gain: 1.0,
@@ -445,6 +452,7 @@ impl Bbr {
     fn reset(&mut self, now_us: u64) {
         self.mode = Mode::Startup;
         self.rounds = RoundCounter::new();
+        self.delivery = DeliveryCounter::default();
         self.bw = WindowedFilter::max(self.cfg.bw_window_rounds);
         self.min_rtt_us = 0;
         self.min_rtt_stamp_us = now_us;
@@ -604,7 +612,8 @@ impl Bbr {
         }
     }
 
-    fn on_loss_event(&mut self, event: WindowEvent, m: &Measurement) {
+    /// `delivered`: the report's newly delivered bytes (acknowledged in order or SACKed).
+    fn on_loss_event(&mut self, event: WindowEvent, m: &Measurement, delivered: u64) {
         match event {
             WindowEvent::Timeout { .. } => {
                 self.prior_cwnd = self.save_cwnd();
@@ -615,7 +624,7 @@ impl Bbr {
             WindowEvent::Loss => {
                 self.prior_cwnd = self.save_cwnd();
                 self.in_recovery = true;
-                self.cwnd = (m.bytes_in_flight + m.acked_bytes.max(self.mss())).min(MAX_CWND);
+                self.cwnd = (m.bytes_in_flight + delivered.max(self.mss())).min(MAX_CWND);
                 self.conservation_until_round = Some(self.rounds.rounds() + 1);
             }
             WindowEvent::Hold | WindowEvent::Grow(_) => {
@@ -639,8 +648,8 @@ impl Bbr {
         }
     }
 
-    fn set_cwnd(&mut self, m: &Measurement, fresh_loss: bool) {
-        let acked = m.acked_bytes;
+    /// `acked`: the report's newly delivered bytes (Linux's `acked_sacked`).
+    fn set_cwnd(&mut self, m: &Measurement, acked: u64, fresh_loss: bool) {
         let target = self.inflight(self.cwnd_gain);
         if self
             .conservation_until_round
@@ -686,7 +695,8 @@ impl Controller for Bbr {
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         let event = self.core.on_measurement(m);
         let srtt = self.srtt.update(m.rtt_mean_us);
-        let round_start = self.rounds.on_report(m.acked_bytes, m.bytes_in_flight);
+        let delivered = self.delivery.delivered(m);
+        let round_start = self.rounds.on_report(delivered, m.bytes_in_flight);
         if !self.has_rtt && srtt > 0 {
             self.has_rtt = true;
             let nominal = self.init_cwnd() as f64 * 1e6 / srtt as f64;
@@ -699,7 +709,7 @@ impl Controller for Bbr {
             self.bw.update(self.rounds.rounds(), sample);
         }
         // Loss recovery.
-        self.on_loss_event(event, m);
+        self.on_loss_event(event, m, delivered);
         // The state machine.
         if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(m) {
             self.advance_cycle_phase(m.now_us);
@@ -722,7 +732,7 @@ impl Controller for Bbr {
         }
         // Control.
         self.set_pacing_rate();
-        self.set_cwnd(m, event == WindowEvent::Loss);
+        self.set_cwnd(m, delivered, event == WindowEvent::Loss);
         Decision {
             cwnd: Some(self.cwnd()),
             rate: Some(self.pacing_rate),
@@ -990,6 +1000,48 @@ mod tests {
         assert_eq!(b.state(), Mode::ProbeBw);
         assert_ne!(b.cycle_index(), 1, "never starts in the down phase");
         assert_eq!(b.cwnd_gain(), 2.0);
+    }
+
+    #[test]
+    fn sacked_bytes_time_the_rounds_while_a_hole_stalls_the_cumulative_ack() {
+        // Startup overshoots and a packet is lost: until its retransmission arrives the
+        // cumulative ACK stands still and every report acknowledges only SACKed bytes. Those
+        // are delivered bytes (the draft's C.delivered), so the rounds go on, the plateau is
+        // seen and Startup ends while the hole is open. Counting in-order bytes only, no round
+        // ended and the flow paced at the startup gain for as long as the hole lasted.
+        let mut b = bbr(BbrConfig::default());
+        let mut now = 0;
+        let mut rate = 1_000_000;
+        for _ in 0..6 {
+            now += RTT;
+            rate *= 2;
+            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
+        }
+        assert_eq!(b.state(), Mode::Startup);
+        let rounds = b.rounds();
+        // The loss, then one report per round with 10 packets SACKed and nothing in order; the
+        // delivery rate has stopped growing, so each is a plateau round.
+        for k in 1..=3 {
+            now += RTT;
+            let mut m = report(now, 0, MSS, RTT, rate);
+            m.lost_packets = u64::from(k == 1);
+            m.sacked_bytes = 10 * MSS;
+            b.on_measurement(&m);
+            // (With one MSS in flight Drain is over at once.)
+            let left = b.state() != Mode::Startup;
+            assert_eq!(
+                left,
+                k == 3,
+                "plateau round {k} during the hole: {:?}",
+                b.state()
+            );
+        }
+        assert_eq!(b.rounds(), rounds + 3, "one round per report");
+        // The retransmission fills the hole: the cumulative ACK jumps over the 30 SACKed
+        // packets and one more; only that one is newly delivered.
+        let before = b.rounds.delivered();
+        b.on_measurement(&report(now + 1_000, 31 * MSS, 1 << 30, RTT, rate));
+        assert_eq!(b.rounds.delivered() - before, MSS);
     }
 
     #[test]

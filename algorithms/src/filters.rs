@@ -8,9 +8,16 @@
 //! - [`RoundCounter`]: packet-timed round trips counted from the report stream. A round that
 //!   starts when `delivered` bytes have been acknowledged, with `in_flight` bytes outstanding, ends
 //!   once `delivered + in_flight` bytes are acknowledged: the first ACK for data sent after the
-//!   round started (in order delivery), which is BBR's packet-timed round (draft-cardwell-iccrg-bbr-
-//!   congestion-control-00) rebuilt from aggregated reports. Retransmitted bytes count when
-//!   they are acknowledged; a report acknowledging nothing never starts a round.
+//!   round started, which is BBR's packet-timed round (draft-cardwell-iccrg-bbr-
+//!   congestion-control-00) rebuilt from aggregated reports. What counts as acknowledged is the
+//!   caller's: BBR passes what [`DeliveryCounter`] counts (SACKed bytes included, as the draft's
+//!   `C.delivered`), so its rounds go on while a hole stalls the cumulative ACK; Copa, CUBIC's
+//!   HyStart++ and Vegas pass the in-order acknowledged bytes (their rounds follow the
+//!   cumulative ACK, as RFC 9406's `windowEnd` and Vegas' `beg_snd_nxt`). Retransmitted bytes
+//!   count when they are acknowledged; a report acknowledging nothing never starts a round.
+//! - [`DeliveryCounter`]: the bytes a report newly delivered, acknowledged in order or SACKed,
+//!   each byte counted once (when first acknowledged either way): the draft's `delivered` and
+//!   Linux's `acked_sacked`.
 //! - [`Srtt`]: the RFC 6298 smoothed RTT (gain 1/8) of the reports' mean RTT samples.
 //! - [`ReportClock`]: the report period these algorithms ask for, `srtt / reports_per_rtt`
 //!   (never below [`MIN_REPORT_US`]), re-requested only when it moves by more than 1/8.
@@ -20,7 +27,7 @@
 //! Time is the agent's [`Measurement::now_us`](crate::controller::Measurement) (µs), never the wall
 //! clock.
 
-use crate::controller::ReportPeriod;
+use crate::controller::{Measurement, ReportPeriod};
 use std::collections::VecDeque;
 
 /// The shortest report period [`ReportClock`] asks for, µs: a datacenter RTT of tens of µs gets
@@ -147,7 +154,7 @@ impl WindowedFilter {
 /// Packet-timed round trips, counted from the reports' acknowledged bytes and bytes in flight.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoundCounter {
-    /// Bytes acknowledged in order since the flow started.
+    /// Bytes acknowledged since the flow started (as the caller counts them).
     delivered: u64,
     /// The current round ends once `delivered` reaches this.
     round_end: u64,
@@ -185,9 +192,25 @@ impl RoundCounter {
         self.rounds
     }
 
-    /// Bytes acknowledged in order so far.
+    /// Bytes acknowledged so far (as the caller counts them).
     pub fn delivered(&self) -> u64 {
         self.delivered
+    }
+}
+
+/// Newly delivered bytes per report, counting SACKed bytes once, when SACKed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryCounter {
+    /// SACKed bytes the cumulative ACK has not covered yet (as far as the reports tell).
+    sacked: u64,
+}
+
+impl DeliveryCounter {
+    /// Bytes newly delivered by the report `m`.
+    pub fn delivered(&mut self, m: &Measurement) -> u64 {
+        let absorbed = m.acked_bytes.min(self.sacked);
+        self.sacked = self.sacked - absorbed + m.sacked_bytes;
+        m.acked_bytes - absorbed + m.sacked_bytes
     }
 }
 
@@ -476,6 +499,24 @@ pub(crate) mod path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sacked_bytes_count_once_when_sacked() {
+        let mut d = DeliveryCounter::default();
+        let m = |acked: u64, sacked: u64| Measurement {
+            acked_bytes: acked,
+            sacked_bytes: sacked,
+            ..Measurement::default()
+        };
+        assert_eq!(d.delivered(&m(10_000, 0)), 10_000);
+        // A hole: later packets are SACKed.
+        assert_eq!(d.delivered(&m(0, 5_000)), 5_000);
+        assert_eq!(d.delivered(&m(0, 3_000)), 3_000);
+        // The retransmission fills the hole: the cumulative ACK covers the 8000 SACKed bytes
+        // and 1000 new ones.
+        assert_eq!(d.delivered(&m(9_000, 0)), 1_000);
+        assert_eq!(d.delivered(&m(2_000, 0)), 2_000);
+    }
 
     #[test]
     fn parameters_are_clamped() {

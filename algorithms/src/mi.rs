@@ -144,6 +144,7 @@
 //! bounded applications).
 
 use crate::controller::{Decision, FlowStart, Fused, Measurement, ReportPeriod};
+use crate::filters::DeliveryCounter;
 use std::collections::VecDeque;
 
 /// Bytes per second in one Mbit/s: the rate unit of the PCC utility functions.
@@ -767,22 +768,6 @@ impl MiLength {
             0.0
         };
         Some(by_rtt.max(by_packets).max(1.0).min(u64::MAX as f64 / 2.0) as u64)
-    }
-}
-
-/// Newly delivered bytes per report, counting SACKed bytes once, when SACKed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DeliveryCounter {
-    /// SACKed bytes the cumulative ACK has not covered yet (as far as the reports tell).
-    sacked: u64,
-}
-
-impl DeliveryCounter {
-    /// Bytes newly delivered by the report `m`.
-    pub fn delivered(&mut self, m: &Measurement) -> u64 {
-        let absorbed = m.acked_bytes.min(self.sacked);
-        self.sacked = self.sacked - absorbed + m.sacked_bytes;
-        m.acked_bytes - absorbed + m.sacked_bytes
     }
 }
 
@@ -2080,24 +2065,6 @@ mod tests {
         let two = &points(|t| 30_000.0 + 0.05 * t)[..2];
         assert_eq!(f.gradient(two), 0.0);
         assert_eq!(f.gradient(&[]), 0.0);
-    }
-
-    #[test]
-    fn sacked_bytes_count_once_when_sacked() {
-        let mut d = DeliveryCounter::default();
-        let m = |acked: u64, sacked: u64| Measurement {
-            acked_bytes: acked,
-            sacked_bytes: sacked,
-            ..Measurement::default()
-        };
-        assert_eq!(d.delivered(&m(10_000, 0)), 10_000);
-        // A hole: later packets are SACKed.
-        assert_eq!(d.delivered(&m(0, 5_000)), 5_000);
-        assert_eq!(d.delivered(&m(0, 3_000)), 3_000);
-        // The retransmission fills the hole: the cumulative ACK covers the 8000 SACKed bytes
-        // and 1000 new ones.
-        assert_eq!(d.delivered(&m(9_000, 0)), 1_000);
-        assert_eq!(d.delivered(&m(2_000, 0)), 2_000);
     }
 
     #[test]

@@ -95,7 +95,8 @@ use crate::aggregator::{Aggregator, current_source};
 use crate::controller::{
     ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
 };
-use crate::mi::{DeliveryCounter, MBIT, MiEngine, MiStats, Role, RttBase, Utility};
+use crate::filters::DeliveryCounter;
+use crate::mi::{MBIT, MiEngine, MiStats, Role, RttBase, Utility};
 use crate::params::{ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::vivace::{self, VivaceConfig, VivaceUtility};

@@ -172,7 +172,7 @@ fn all_unbounded_hercules_gives_the_100_mbit_flow_twice_what_fair_share_protocol
         "worst case: hercules {h:.3}, best baseline {best:.3} ({:.2}x)",
         h / best
     );
-    // Paper (Fig. 5a): 3.5x the best baseline. Measured here: 0.455 against bbr's 0.205, 2.2x
+    // Paper (Fig. 5a): 3.5x the best baseline. Measured here: 0.455 against cubic's 0.199, 2.3x
     // (the small unbounded flows climb far above their maxima instead of yielding; see
     // docs/results/hercules.md). The test holds the direction with the margin measured.
     assert!(h >= 2.0 * best, "hercules {h:.3} vs {best:.3}");
@@ -339,8 +339,11 @@ fn at_d_2_the_bottleneck_is_latency_limited_and_per_packet_sigma_is_mostly_under
 }
 
 #[test]
-fn under_random_loss_the_100_mbit_flow_keeps_twice_what_the_baselines_give_it() {
-    // Fig. 7 at 120 Mbit/s, all unbounded: 3 % random loss on the data direction.
+fn under_random_loss_the_100_mbit_flow_keeps_half_again_what_the_baselines_give_it() {
+    // Fig. 7 at 120 Mbit/s, all unbounded: 3 % random loss on the data direction. The paper has
+    // Hercules above every baseline; measured 0.656 against bbr's 0.342, vivace's and cubic's
+    // less (bbr had 0.289 before it counted SACKed bytes as delivered, which keeps its rounds,
+    // and so its bandwidth filter, going through the holes random loss makes).
     let capacity = 120_000_000;
     let (h, _) = satisfaction_at("hercules", true, capacity, 0.03);
     eprintln!("hercules, 3 % loss: satisfaction {h:.3?}");
@@ -348,7 +351,7 @@ fn under_random_loss_the_100_mbit_flow_keeps_twice_what_the_baselines_give_it() 
         let (s, u) = satisfaction_at(alg, true, capacity, 0.03);
         eprintln!("{alg}, 3 % loss: satisfaction {s:.3?}, utilisation {u:.3}");
         assert!(
-            h[4] >= 2.0 * s[4],
+            h[4] >= 1.5 * s[4],
             "100 Mbit/s flow: hercules {:.3} vs {alg} {:.3}",
             h[4],
             s[4]
@@ -357,7 +360,7 @@ fn under_random_loss_the_100_mbit_flow_keeps_twice_what_the_baselines_give_it() 
 }
 
 #[test]
-#[ignore = "does not reproduce: all unbounded at D = 2 the paper's 3.5x is 2.2x here; single unbounded the 1.5x is beyond the HRF optimum of this setting (1.14x at most; measured 0.98x); docs/results/hercules.md"]
+#[ignore = "does not reproduce: all unbounded at D = 2 the paper's 3.5x is 2.3x here; single unbounded the 1.5x is beyond the HRF optimum of this setting (1.14x at most; measured 0.98x); docs/results/hercules.md"]
 fn worst_case_satisfaction_ratios_of_the_paper() {
     let (h1, _, _) = sweep("hercules", false);
     let (ha, _, _) = sweep("hercules", true);
@@ -416,7 +419,7 @@ fn fig12_shares_equally(other: &str) {
 }
 
 #[test]
-#[ignore = "does not reproduce: the Hercules 100 Mbit/s flow takes 1.96x a bbr flow's rate and 2.15x a vivace flow's (below its minimum it discounts latency by H = 0.1; against bbr the loss noise filter hides its probes' own loss, per pair and over a whole round: 1.79x with round-loss-test=true); docs/results/hercules.md"]
+#[ignore = "does not reproduce: the Hercules 100 Mbit/s flow takes 1.39x a bbr flow's rate (0.85-1.39x over four seeds) and 2.15x a vivace flow's (below its minimum it discounts latency by H = 0.1; against bbr the loss noise filter hides its probes' own loss); docs/results/hercules.md"]
 fn a_hercules_flow_shares_with_bbr_and_vivace_flows_of_the_same_requirement() {
     // Fig. 12 against bbr and vivace, as the cubic test above.
     for other in ["bbr", "vivace"] {
