@@ -968,18 +968,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn startup_ends_after_three_rounds_without_25_percent_growth() {
-        let mut b = bbr(BbrConfig::default());
-        let mut now = 0;
-        let mut rate = 1_000_000;
-        // One report per round (one MSS in flight). Doubling each round: Startup continues.
+    /// Six rounds of Startup, one report per round (one MSS in flight), the delivery rate
+    /// doubling each round: Startup continues throughout. Returns the time and rate reached.
+    fn six_doubling_rounds(b: &mut Bbr) -> (u64, u64) {
+        let (mut now, mut rate) = (0, 1_000_000);
         for _ in 0..6 {
             now += RTT;
             rate *= 2;
             b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
             assert_eq!(b.state(), Mode::Startup);
         }
+        (now, rate)
+    }
+
+    #[test]
+    fn startup_ends_after_three_rounds_without_25_percent_growth() {
+        let mut b = bbr(BbrConfig::default());
+        let (mut now, mut rate) = six_doubling_rounds(&mut b);
         // 5 % growth per round is a plateau (1.05³ < 1.25 over the last reset): the third such
         // round fills the pipe. (Its report has much in flight, so that Drain does not end at
         // once.)
@@ -1010,14 +1015,7 @@ mod tests {
         // seen and Startup ends while the hole is open. Counting in-order bytes only, no round
         // ended and the flow paced at the startup gain for as long as the hole lasted.
         let mut b = bbr(BbrConfig::default());
-        let mut now = 0;
-        let mut rate = 1_000_000;
-        for _ in 0..6 {
-            now += RTT;
-            rate *= 2;
-            b.on_measurement(&report(now, 10 * MSS, MSS, RTT, rate));
-        }
-        assert_eq!(b.state(), Mode::Startup);
+        let (mut now, rate) = six_doubling_rounds(&mut b);
         let rounds = b.rounds();
         // The loss, then one report per round with 10 packets SACKed and nothing in order; the
         // delivery rate has stopped growing, so each is a plateau round.
