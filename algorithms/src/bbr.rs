@@ -47,7 +47,8 @@
 //!   early once `inflight ≤ inflight(1)`. "inflight" is the report's `bytes_in_flight` (at its
 //!   last ACK), standing in for the draft's per-ACK `prior_inflight`.
 //! - *ProbeRTT*: entered from any state when `RTprop` expired: `pacing_gain = 1`, the window
-//!   capped at `min-pipe-cwnd` (4 packets), the window saved. Once inflight ≤ 4 packets, it stays
+//!   capped at `min-pipe-cwnd` (4 packets), the window saved. Once inflight ≤ 4 packets (or once a
+//!   fused window holds it above that: see "Calibration"), it stays
 //!   `probe-rtt-duration` (200 ms) *and* at least one round, then stamps `RTprop` as fresh,
 //!   restores the window to at least the saved one and returns to ProbeBW (pipe full) or Startup.
 //!
@@ -88,7 +89,12 @@
 //! BBR's model comes from measurements only. [`Fused::Rate`] replaces the current pacing rate and
 //! [`Fused::Cwnd`] the current window (at least `min-pipe-cwnd`) as if BBR had chosen them; the next
 //! report recomputes the rate from the model, while the window continues from the fused value
-//! towards the target (the window law above is incremental).
+//! towards the target (the window law above is incremental). A fused window above the ProbeRTT
+//! window installed during ProbeRTT (`max(cwnd)` with a loss-based copilot) keeps the flow from
+//! draining to it, so ProbeRTT's 200 ms and one round then run without waiting for the drain:
+//! otherwise BBR would wait in ProbeRTT for ever at gain 1, with no 1.25 phase to refresh
+//! `BtlBw`, and its pacing rate (which is the flow's) would decay with every sample the pacing
+//! margin puts just below the last.
 //!
 //! # Parameters
 //!
@@ -338,6 +344,9 @@ pub struct Bbr {
     /// ProbeRTT: when the 200 ms end (set once inflight reached the ProbeRTT window).
     probe_rtt_done_us: Option<u64>,
     probe_rtt_round_done: bool,
+    /// In ProbeRTT, a fused window above the ProbeRTT window was installed over BBR's (PolyCC):
+    /// the flow cannot drain to it, so the ProbeRTT time runs without waiting for the drain.
+    probe_rtt_held_open: bool,
     /// The window saved on entering ProbeRTT or loss recovery, bytes.
     prior_cwnd: u64,
     /// In loss recovery (restore `prior_cwnd` when the loss epoch ends).
@@ -381,6 +390,7 @@ impl Bbr {
             cycle_stamp_us: 0,
             probe_rtt_done_us: None,
             probe_rtt_round_done: false,
+            probe_rtt_held_open: false,
             prior_cwnd: 0,
             in_recovery: false,
             conservation_until_round: None,
@@ -463,6 +473,7 @@ impl Bbr {
         self.cycle_stamp_us = now_us;
         self.probe_rtt_done_us = None;
         self.probe_rtt_round_done = false;
+        self.probe_rtt_held_open = false;
         self.in_recovery = false;
         self.conservation_until_round = None;
         self.has_rtt = false;
@@ -563,11 +574,12 @@ impl Bbr {
         self.cwnd_gain = 1.0;
         self.probe_rtt_done_us = None;
         self.probe_rtt_round_done = false;
+        self.probe_rtt_held_open = false;
     }
 
     fn handle_probe_rtt(&mut self, m: &Measurement, round_start: bool) {
         match self.probe_rtt_done_us {
-            None if m.bytes_in_flight <= self.min_pipe() => {
+            None if m.bytes_in_flight <= self.min_pipe() || self.probe_rtt_held_open => {
                 self.probe_rtt_done_us = Some(m.now_us + self.cfg.probe_rtt_duration_us);
                 self.probe_rtt_round_done = false;
                 self.rounds.restart(m.bytes_in_flight);
@@ -743,7 +755,12 @@ impl Controller for Bbr {
     fn calibrate(&mut self, fused: Fused) {
         match fused {
             Fused::Rate(r) => self.pacing_rate = r,
-            Fused::Cwnd(w) => self.cwnd = u64::from(w).clamp(self.min_pipe(), MAX_CWND),
+            Fused::Cwnd(w) => {
+                self.cwnd = u64::from(w).clamp(self.min_pipe(), MAX_CWND);
+                if self.mode == Mode::ProbeRtt && self.cwnd > self.min_pipe() {
+                    self.probe_rtt_held_open = true;
+                }
+            }
         }
     }
 
@@ -1040,6 +1057,41 @@ mod tests {
         let before = b.rounds.delivered();
         b.on_measurement(&report(now + 1_000, 31 * MSS, 1 << 30, RTT, rate));
         assert_eq!(b.rounds.delivered() - before, MSS);
+    }
+
+    #[test]
+    fn probe_rtt_ends_when_a_fused_window_holds_the_flight_open() {
+        // PolyCC installs max(cwnd) over BBR's: in ProbeRTT the flight cannot drain to four
+        // packets. ProbeRTT then runs its 200 ms and one round from the calibration on.
+        let mut b = bbr(BbrConfig::default());
+        b.on_measurement(&report(1_000, 10 * MSS, 80 * MSS, RTT, 2_000_000));
+        let mut now = 10_002_000;
+        b.on_measurement(&report(now, 10 * MSS, 80 * MSS, RTT, 2_000_000));
+        assert_eq!(b.state(), Mode::ProbeRtt);
+        let mut left_at = None;
+        while now < 11_000_000 && left_at.is_none() {
+            b.calibrate(Fused::Cwnd(100 * MSS as u32));
+            now += 10_000;
+            b.on_measurement(&report(now, 10 * MSS, 80 * MSS, RTT, 2_000_000));
+            if b.state() != Mode::ProbeRtt {
+                left_at = Some(now);
+            }
+        }
+        let left = left_at.expect("ProbeRTT never ends while the flight is held open");
+        assert!((200_000..=320_000).contains(&(left - 10_002_000)), "{left}");
+        // Alone (no calibration) BBR still waits for the drain.
+        let mut b = bbr(BbrConfig::default());
+        b.on_measurement(&report(1_000, 10 * MSS, 80 * MSS, RTT, 2_000_000));
+        for k in 0..100 {
+            b.on_measurement(&report(
+                10_002_000 + k * 10_000,
+                10 * MSS,
+                80 * MSS,
+                RTT,
+                2_000_000,
+            ));
+        }
+        assert_eq!(b.state(), Mode::ProbeRtt);
     }
 
     #[test]

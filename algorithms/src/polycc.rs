@@ -1404,4 +1404,32 @@ mod tests {
             assert!(d.rate.is_some(), "bbr paces");
         }
     }
+
+    #[test]
+    fn bbr_piloting_under_a_cubic_window_keeps_pacing_at_the_link_past_probe_rtt() {
+        // The default policy on an ideal 20 Mbit/s, 40 ms path. CUBIC's window (never cut: the
+        // flow is paced, nothing is lost) holds the flow's window far above BBR's ProbeRTT
+        // window, so BBR's ProbeRTT cannot drain the flight. Waiting for that drain, BBR stayed
+        // in ProbeRTT from 10 s on, at gain 1 with no probing, and its pacing rate (the flow's)
+        // fell by 1-2 % a second: 19.8 Mbit/s at 10 s, 13.4 at 30 s.
+        let mut c = crate::test_support::started(PolyCc::from_params(&params(&[])));
+        let mut path = crate::filters::path::Path::new(20.0, 40_000);
+        path.start(&mut c);
+        // The pacing rate every 100 ms; its median over each 5-s window from 5 s on (the gain
+        // cycle puts single samples at 0.75 and 1.25 of it).
+        let mut rates = vec![];
+        for k in 1..=300 {
+            path.run_observed(&mut c, f64::from(k) * 1e5, |_, _| {});
+            rates.push(c.rate().unwrap() as f64 * 8e-6);
+        }
+        for w in rates[50..].chunks(50) {
+            let mut w = w.to_vec();
+            w.sort_by(f64::total_cmp);
+            let median = w[w.len() / 2];
+            assert!(
+                median > 0.95 * 19.8,
+                "median pacing {median:.2} Mbit/s: {rates:.1?}"
+            );
+        }
+    }
 }

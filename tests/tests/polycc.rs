@@ -170,24 +170,22 @@ fn goodput_gain_over_bbr_grows_with_ack_jitter() {
         bbr_at.push(bbr);
         poly_at.push(poly);
     }
-    // Measured (mean of 8 seeds): bbr 18.06 / 12.41 / 6.43 / 6.48 Mbit/s, polycc 14.64 / 16.12
-    // / 16.54 / 16.98 Mbit/s: gains 0.81, 1.30, 2.57, 2.62. (Before BBR counted SACKed bytes as
-    // delivered: polycc 15.75 / 16.99 / 17.92 / 16.80, with 4,800-12,000 retransmissions per
-    // run at ±20 ms where there are now 2,300-4,000.)
-    // Slight jitter: about the same (PolyCC pays for CUBIC filling the buffer: losses).
-    assert!(gains[0] > 0.75 && gains[0] < 1.2, "±20 ms: {gains:?}");
+    // Measured (mean of 8 seeds): bbr 18.06 / 12.41 / 6.43 / 6.48 Mbit/s, polycc 18.64 / 19.06
+    // / 19.14 / 19.10 Mbit/s: gains 1.03, 1.54, 2.98, 2.95. (Before BBR's ProbeRTT ended under a
+    // fused window, BBR sat in ProbeRTT from 10 s on and the flow's pacing rate decayed: polycc
+    // 14.64 / 16.12 / 16.54 / 16.98.)
+    // Slight jitter: about the same.
+    assert!(gains[0] > 0.8 && gains[0] < 1.2, "±20 ms: {gains:?}");
     // The gain grows with the jitter and reaches the paper's lower figure (1.82×) from ±70 ms.
     assert!(gains[1] > gains[0], "{gains:?}");
     assert!(gains[2] > gains[1] && gains[3] > gains[1], "{gains:?}");
     assert!(gains[2] >= 1.8 && gains[3] >= 1.8, "{gains:?}");
-    // BBR alone collapses; PolyCC keeps at least three quarters of the link where it does, and
-    // 70 % at ±20 ms, where CUBIC's window fills the buffer and the losses cost BBR's recovery.
+    // BBR alone collapses; PolyCC keeps 90 % of the link at every jitter.
     assert!(
         bbr_at[2] < 0.5 * bbr_at[0] && bbr_at[3] < 0.5 * bbr_at[0],
         "{bbr_at:?}"
     );
-    assert!(poly_at[0] > 0.7 * 20.0, "{poly_at:?}");
-    assert!(poly_at[1..].iter().all(|p| *p > 0.75 * 20.0), "{poly_at:?}");
+    assert!(poly_at.iter().all(|p| *p > 0.9 * 20.0), "{poly_at:?}");
 }
 
 #[test]
@@ -206,7 +204,7 @@ fn bbr_stalls_when_acks_come_two_rtts_late_and_polycc_keeps_sending() {
     let (bbr_smooth, bbr_burst) = (burst("bbr", 0), burst("bbr", 200));
     let poly_burst = burst(BBR_CUBIC_MAX_CWND, 200);
     println!("bbr {bbr_smooth:.2} → {bbr_burst:.2} Mbit/s, polycc {poly_burst:.2} Mbit/s");
-    // Measured: bbr 18.09 → 8.33 Mbit/s; polycc 17.50 Mbit/s (2.1×).
+    // Measured: bbr 18.09 → 8.33 Mbit/s; polycc 18.16 Mbit/s (2.2×).
     assert!(bbr_burst < 0.6 * bbr_smooth, "{bbr_burst} vs {bbr_smooth}");
     assert!(poly_burst > 1.8 * bbr_burst, "{poly_burst} vs {bbr_burst}");
 }
