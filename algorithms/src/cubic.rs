@@ -93,7 +93,8 @@
 //! `init-cwnd` (10 packets, RFC 6928), `min-cwnd` (2 packets, RFC 5681), `c` (0.4, RFC 9438 §5.1),
 //! `beta` (0.7, RFC 9438 §5.1 / §4.6), `fast-convergence` (true, §4.7), `tcp-friendly` (true, §4.3),
 //! `hystart` (false, RFC 9406 as RFC 9438 §4.10 recommends; off so that the measured figures stay
-//! those of plain slow start).
+//! those of plain slow start), `limited-growth` (true: grow only while the window limits the flow,
+//! RFC 9438 §5.8; see [`crate::window`]).
 //! Out-of-range values are clamped: packets to ≥ 1, `beta` to [0, 1], `c` to ≥ 0.001.
 //!
 //! The loss epoch, the timeout state, the RTT, the MSS and the time of the last report are kept by
@@ -169,6 +170,7 @@ pub const PARAMS: &[ParamSpec] = &[
                off by default: the project's measured figures are without it",
         source: "RFC 9406 §4, recommended by RFC 9438 §4.10",
     },
+    window::LIMITED_GROWTH,
 ];
 
 /// CUBIC, as the registry lists it.
@@ -200,6 +202,8 @@ pub struct CubicConfig {
     pub tcp_friendly: bool,
     /// HyStart++ in the first slow start (RFC 9406; off by default).
     pub hystart: bool,
+    /// Grow only while the window limits the flow (RFC 9438 §5.8, [`window::LIMITED_GROWTH`]).
+    pub limited_growth: bool,
 }
 
 impl Default for CubicConfig {
@@ -219,6 +223,7 @@ impl CubicConfig {
             fast_convergence: p.flag("fast-convergence"),
             tcp_friendly: p.flag("tcp-friendly"),
             hystart: p.flag("hystart"),
+            limited_growth: p.flag("limited-growth"),
         }
     }
 
@@ -390,7 +395,7 @@ impl Cubic {
     fn react_hystart(&mut self, m: &Measurement) -> Decision {
         let event = self.core.on_measurement(m);
         let srtt = self.hystart.srtt.update(m.rtt_mean_us);
-        self.apply(event);
+        self.respond(event);
         if self.hystart_active()
             && matches!(event, WindowEvent::Grow(_))
             && self.hystart.on_report(m)
@@ -553,6 +558,19 @@ impl WindowAlgorithm for Cubic {
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
 
+    fn limited_growth(&self) -> bool {
+        self.cfg.limited_growth
+    }
+
+    /// RFC 9438 §5.8: no growth, and the time the window did not limit the flow is left out of
+    /// `t` (the epoch's start moves by the report's interval, as Linux moves it by an idle
+    /// period), so the curve does not run ahead of a window that could not be used.
+    fn on_unlimited(&mut self, elapsed_us: u64) {
+        if let Some(e) = self.epoch.as_mut() {
+            e.start_us += elapsed_us as f64;
+        }
+    }
+
     fn window(&self) -> f64 {
         self.cwnd
     }
@@ -599,7 +617,7 @@ impl Controller for Cubic {
 mod tests {
     use super::*;
     use crate::controller::{ControlMode, FlowStart, Fused};
-    use crate::test_support::{MSS, report, started};
+    use crate::test_support::{MSS, report, started, window_full};
 
     const MSSF: f64 = MSS as f64;
 
@@ -870,7 +888,8 @@ mod tests {
         for _ in 0..600 {
             let n = u64::from(b.cwnd()) / MSS;
             for i in 1..=n {
-                b.on_measurement(&report(now + rtt * i / n, MSS, 0, rtt));
+                let m = window_full(report(now + rtt * i / n, MSS, 0, rtt), b.cwnd());
+                b.on_measurement(&m);
             }
             now += rtt;
             per_rtt(&mut a, now, rtt);
@@ -883,6 +902,45 @@ mod tests {
                 "{now}: {wa} vs {wb} (tol {tol})"
             );
         }
+    }
+
+    #[test]
+    fn time_not_limited_by_the_window_does_not_count_on_the_curve() {
+        let rtt = 50_000u64;
+        let mut a = cubic(no_friendly());
+        let mut b = cubic(no_friendly());
+        loss_at(&mut a, 100, 1_000_000, rtt);
+        loss_at(&mut b, 100, 1_000_000, rtt);
+        let mut now = 1_000_000;
+        for _ in 0..20 {
+            now += rtt;
+            per_rtt(&mut a, now, rtt);
+            per_rtt(&mut b, now, rtt);
+        }
+        // `b`'s application then keeps 20 MSS in flight for 4 s: no growth, K unchanged.
+        let (w0, k0) = (b.cwnd(), b.k());
+        let gap = 4_000_000;
+        let mut t = now;
+        while t < now + gap {
+            t += rtt;
+            b.on_measurement(&report(t, 20 * MSS, 0, rtt));
+        }
+        assert_eq!(b.cwnd(), w0);
+        assert_eq!(b.k(), k0);
+        // Window-limited again, `b` continues the curve from where it left it: RTT by RTT it
+        // follows `a`, which never stopped (without the shift it would jump towards W(t + 4 s)).
+        for _ in 0..40 {
+            now += rtt;
+            per_rtt(&mut a, now, rtt);
+            per_rtt(&mut b, now + gap, rtt);
+            assert!(
+                a.cwnd().abs_diff(b.cwnd()) <= 1,
+                "{now}: {} vs {}",
+                a.cwnd(),
+                b.cwnd()
+            );
+        }
+        assert!(b.cwnd() > w0, "growth resumed");
     }
 
     #[test]
@@ -963,6 +1021,7 @@ mod tests {
                 fast_convergence: true,
                 tcp_friendly: true,
                 hystart: false,
+                limited_growth: true,
             }
         );
         assert!(close(d.alpha(), 0.9 / 1.7, 1e-12));
@@ -974,6 +1033,7 @@ mod tests {
         p.set(PARAMS, "fast-convergence", "false").unwrap();
         p.set(PARAMS, "tcp-friendly", "off").unwrap();
         p.set(PARAMS, "hystart", "on").unwrap();
+        p.set(PARAMS, "limited-growth", "off").unwrap();
         let cfg = CubicConfig::from_params(&p);
         assert_eq!(
             cfg,
@@ -985,6 +1045,7 @@ mod tests {
                 fast_convergence: false,
                 tcp_friendly: false,
                 hystart: true,
+                limited_growth: false,
             }
         );
         let mut c = (SPEC.build)(&p);
@@ -1200,7 +1261,8 @@ mod tests {
                 "beta",
                 "fast-convergence",
                 "tcp-friendly",
-                "hystart"
+                "hystart",
+                "limited-growth"
             ]
         );
         assert!(

@@ -77,6 +77,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "multiplicative decrease on loss or timeout, as Reno: ssthresh = beta * cwnd",
         source: "RFC 8257 §3.5 (loss handled as in RFC 5681)",
     },
+    window::LIMITED_GROWTH,
 ];
 
 /// DCTCP, as the registry lists it.
@@ -104,6 +105,8 @@ pub struct DctcpConfig {
     pub init_alpha: f64,
     /// Reno's multiplicative decrease on loss, in [0, 1].
     pub beta: f64,
+    /// Reno grows only while the window limits the flow ([`window::LIMITED_GROWTH`]).
+    pub limited_growth: bool,
 }
 
 impl Default for DctcpConfig {
@@ -121,6 +124,7 @@ impl DctcpConfig {
             g: p.get("g").clamp(0.0, 1.0),
             init_alpha: p.get("init-alpha").clamp(0.0, 1.0),
             beta: p.get("beta").clamp(0.0, 1.0),
+            limited_growth: p.flag("limited-growth"),
         }
     }
 
@@ -131,6 +135,7 @@ impl DctcpConfig {
             ss_thresh: window::MAX_CWND,
             min_cwnd_pkts: self.min_cwnd_pkts,
             beta: self.beta,
+            limited_growth: self.limited_growth,
         }
     }
 }
@@ -502,7 +507,8 @@ mod tests {
                 min_cwnd_pkts: 3,
                 g: 0.125,
                 init_alpha: 0.0,
-                beta: 0.7
+                beta: 0.7,
+                limited_growth: true,
             }
         );
         let mut c = (SPEC.build)(&p);
@@ -531,7 +537,17 @@ mod tests {
     fn spec_declares_every_parameter_with_a_source() {
         assert_eq!(SPEC.name, "dctcp");
         let keys: Vec<&str> = SPEC.params.iter().map(|p| p.key).collect();
-        assert_eq!(keys, ["init-cwnd", "min-cwnd", "g", "init-alpha", "beta"]);
+        assert_eq!(
+            keys,
+            [
+                "init-cwnd",
+                "min-cwnd",
+                "g",
+                "init-alpha",
+                "beta",
+                "limited-growth"
+            ]
+        );
         assert!(
             SPEC.params
                 .iter()

@@ -38,7 +38,9 @@
 //!   `W_min` sends at θ whatever the queueing delay.
 //!
 //! With ω = 1 and θ = 0 every law above is Reno's with β = ½ (a unit test drives both with the
-//! same reports and compares the windows report by report).
+//! same reports and compares the windows report by report), Reno's `limited-growth` off: PACCP
+//! grows on every acknowledged byte, whether or not its window limits the flow, as its paper
+//! states its window law; [`crate::reno`] by default grows only while the window limits it.
 //!
 //! # Run-time parameter changes
 //!
@@ -478,7 +480,10 @@ mod tests {
         for seed in 1..=20u64 {
             let mut s = seed * 0x9E37_79B9;
             let mut p = started(cfg(0.0, 1.0));
-            let mut r = Reno::new(RenoConfig::default());
+            let mut r = Reno::new(RenoConfig {
+                limited_growth: false,
+                ..RenoConfig::default()
+            });
             r.on_start(&START);
             let mut now = 0;
             for i in 0..3000 {

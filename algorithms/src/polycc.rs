@@ -1432,4 +1432,31 @@ mod tests {
             );
         }
     }
+    #[test]
+    fn a_cubic_copilot_under_a_paced_pilot_stops_growing_its_window() {
+        // The default policy on an ideal 20 Mbit/s, 40 ms path with an unbounded queue. BBR
+        // paces the flow; CUBIC's window does not limit it after Startup, so CUBIC no longer
+        // grows it (RFC 9438 §5.8). Grown on every acknowledged byte, it reached 65 MB in 30 s
+        // and max(cwnd) installed it: no window bounded the flow any longer.
+        let run = |limited: &str| {
+            let p = params(&[("cubic.limited-growth", limited)]);
+            let mut c = crate::test_support::started(PolyCc::from_params(&p));
+            let mut path = crate::filters::path::Path::new(20.0, 40_000);
+            path.start(&mut c);
+            path.run_observed(&mut c, 3e6, |_, _| {});
+            let at_3s = c.cwnd();
+            path.run_observed(&mut c, 30e6, |_, _| {});
+            (f64::from(at_3s), f64::from(c.cwnd()))
+        };
+        // Startup's queue put about 2 MB in flight; slow start allows twice that. From then on
+        // the window stays where Startup left it.
+        let (w3, w30) = run("true");
+        assert_eq!(w30, w3, "window at 3 s {w3}, at 30 s {w30}");
+        assert!(w30 < 5e6, "{w30}");
+        let (o3, o30) = run("false");
+        assert!(
+            o30 > 10.0 * o3,
+            "growing on every byte: {o3} at 3 s, {o30} at 30 s"
+        );
+    }
 }

@@ -27,6 +27,9 @@
 //!   again by a timeout that repeats before any data is acknowledged (RFC 5681 §3.1: "ssthresh is
 //!   held constant"), nor by one inside the loss epoch of a reduction already made.
 //! - **Floor**: except for the timeout loss window, `cwnd ≥ min_cwnd · mss`.
+//! - **Only while limited** (`limited-growth`, on by default): a report in which the window did not
+//!   limit the flow (its application, its receiver or a pacing rate did) grows nothing, as Linux's
+//!   `tcp_is_cwnd_limited` and RFC 7661 ask; see [`crate::window`] for the test.
 //!
 //! # Calibration (PolyCC)
 //!
@@ -72,6 +75,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "multiplicative decrease: ssthresh = beta * cwnd on loss or timeout",
         source: "RFC 5681 §3.1 eq. (4) (FlightSize / 2)",
     },
+    window::LIMITED_GROWTH,
 ];
 
 /// Reno, as the registry lists it.
@@ -97,6 +101,8 @@ pub struct RenoConfig {
     pub min_cwnd_pkts: u32,
     /// Multiplicative decrease factor, in [0, 1].
     pub beta: f64,
+    /// Grow only while the window limits the flow ([`window::LIMITED_GROWTH`]).
+    pub limited_growth: bool,
 }
 
 impl Default for RenoConfig {
@@ -113,6 +119,7 @@ impl RenoConfig {
             ss_thresh: p.get("ss-thresh").clamp(0.0, MAX_CWND as f64) as u64,
             min_cwnd_pkts: packets(p.get("min-cwnd")),
             beta: p.get("beta").clamp(0.0, 1.0),
+            limited_growth: p.flag("limited-growth"),
         }
     }
 }
@@ -232,6 +239,10 @@ impl WindowAlgorithm for Reno {
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
 
+    fn limited_growth(&self) -> bool {
+        self.cfg.limited_growth
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
@@ -262,7 +273,7 @@ impl Controller for Reno {
 mod tests {
     use super::*;
     use crate::controller::{ControlMode, FlowStart, Fused};
-    use crate::test_support::{MSS, START, report};
+    use crate::test_support::{MSS, START, report, window_full};
 
     const RTT: u64 = 100_000;
 
@@ -295,7 +306,8 @@ mod tests {
     fn per_ack_rtt(r: &mut Reno, now: u64) -> u64 {
         let n = u64::from(r.cwnd()) / MSS;
         for i in 1..=n {
-            r.on_measurement(&report(now + RTT * i / n, MSS, 0, RTT));
+            let m = window_full(report(now + RTT * i / n, MSS, 0, RTT), r.cwnd());
+            r.on_measurement(&m);
         }
         now + RTT
     }
@@ -328,7 +340,8 @@ mod tests {
         assert_eq!(u64::from(r.cwnd()), ssthresh);
         assert!(!r.in_slow_start());
         // The leftover 120 MSS count towards CA: 80 more MSS of ACKs give +1 MSS.
-        r.on_measurement(&report(now + RTT, 80 * MSS, 0, RTT));
+        let m = window_full(report(now + RTT, 80 * MSS, 0, RTT), r.cwnd());
+        r.on_measurement(&m);
         assert_eq!(u64::from(r.cwnd()), ssthresh + MSS);
     }
 
@@ -347,10 +360,100 @@ mod tests {
         let mut r = reno(with_ssthresh(10 * MSS));
         // Ten reports of a tenth of the window each: exactly one MSS, on the tenth.
         for i in 1..=10 {
-            r.on_measurement(&report(i * 10_000, MSS, 0, RTT));
+            let m = window_full(report(i * 10_000, MSS, 0, RTT), r.cwnd());
+            r.on_measurement(&m);
             let want = if i < 10 { 10 * MSS } else { 11 * MSS };
             assert_eq!(u64::from(r.cwnd()), want, "report {i}");
         }
+    }
+
+    /// A per-RTT report at `now` of a flow whose application keeps `flight` bytes out: all of
+    /// it acknowledged, none left in flight at the last ACK.
+    fn app_limited(now: u64, flight: u64) -> Measurement {
+        report(now, flight, 0, RTT)
+    }
+
+    #[test]
+    fn congestion_avoidance_waits_while_the_window_does_not_limit_the_flow() {
+        let cfg = RenoConfig {
+            init_cwnd_pkts: 40,
+            ss_thresh: 40 * MSS,
+            ..RenoConfig::default()
+        };
+        let mut r = reno(cfg.clone());
+        let mut old = reno(RenoConfig {
+            limited_growth: false,
+            ..cfg
+        });
+        let mut now = 0;
+        for _ in 0..50 {
+            now += RTT;
+            r.on_measurement(&app_limited(now, 10 * MSS));
+            old.on_measurement(&app_limited(now, 10 * MSS));
+        }
+        assert_eq!(
+            u64::from(r.cwnd()),
+            40 * MSS,
+            "no growth at a quarter of the window"
+        );
+        // Without the rule the window grew on every acknowledged byte: of 500 MSS acked,
+        // 40 + 41 + ... + 50 = 495 bought 11 MSS.
+        assert_eq!(u64::from(old.cwnd()), 51 * MSS);
+        // Within 3 MSS of the window counts as limited by it.
+        now += RTT;
+        r.on_measurement(&app_limited(now, 37 * MSS));
+        assert_eq!(
+            u64::from(r.cwnd()),
+            40 * MSS,
+            "37 of the 40 MSS acknowledged: no MSS yet"
+        );
+        for k in 1..=5 {
+            now = per_rtt(&mut r, now);
+            assert_eq!(
+                u64::from(r.cwnd()),
+                (40 + k) * MSS,
+                "window-limited RTT {k}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_window_not_yet_installed_is_not_asked_to_be_full() {
+        // Slow start at 40 MSS; the datapath still holds the flow to the 20 MSS it installed
+        // before, and the flow fills those: limited by the window, so it grows.
+        let mut r = reno(RenoConfig {
+            init_cwnd_pkts: 40,
+            ..RenoConfig::default()
+        });
+        let mut m = report(RTT, 2 * MSS, 0, RTT);
+        m.bytes_in_flight = 18 * MSS;
+        m.cwnd = 20 * MSS;
+        r.on_measurement(&m);
+        assert_eq!(u64::from(r.cwnd()), 42 * MSS);
+        // Told nothing of the installed window, 20 MSS of flight do not fill 40 (nor half of
+        // 42): no growth.
+        m.now_us += RTT;
+        m.cwnd = 0;
+        r.on_measurement(&m);
+        assert_eq!(u64::from(r.cwnd()), 42 * MSS);
+    }
+
+    #[test]
+    fn slow_start_stops_at_twice_what_the_flow_uses() {
+        let mut r = reno(RenoConfig::default());
+        let mut now = 0;
+        for _ in 0..20 {
+            now += RTT;
+            r.on_measurement(&app_limited(now, 8 * MSS));
+        }
+        // 10 MSS < 2 * 8: one report's growth (+8 MSS); 18 MSS is more than twice 8 MSS and
+        // more than 3 MSS above it: no more.
+        assert_eq!(u64::from(r.cwnd()), 18 * MSS);
+        assert!(r.in_slow_start());
+        // A per-ACK flow with the window full doubles as before.
+        now = per_ack_rtt(&mut r, now);
+        assert_eq!(u64::from(r.cwnd()), 36 * MSS);
+        let _ = now;
     }
 
     #[test]
@@ -524,6 +627,7 @@ mod tests {
         p.set(PARAMS, "ss-thresh", "64KiB").unwrap();
         p.set(PARAMS, "min-cwnd", "3pkts").unwrap();
         p.set(PARAMS, "beta", "0.7").unwrap();
+        p.set(PARAMS, "limited-growth", "false").unwrap();
         let cfg = RenoConfig::from_params(&p);
         assert_eq!(
             cfg,
@@ -531,7 +635,8 @@ mod tests {
                 init_cwnd_pkts: 4,
                 ss_thresh: 65536,
                 min_cwnd_pkts: 3,
-                beta: 0.7
+                beta: 0.7,
+                limited_growth: false,
             }
         );
         let mut c = (SPEC.build)(&p);
@@ -558,7 +663,16 @@ mod tests {
     fn spec_declares_every_parameter_with_a_source() {
         assert_eq!(SPEC.name, "reno");
         let keys: Vec<&str> = SPEC.params.iter().map(|p| p.key).collect();
-        assert_eq!(keys, ["init-cwnd", "ss-thresh", "min-cwnd", "beta"]);
+        assert_eq!(
+            keys,
+            [
+                "init-cwnd",
+                "ss-thresh",
+                "min-cwnd",
+                "beta",
+                "limited-growth"
+            ]
+        );
         assert!(
             SPEC.params
                 .iter()

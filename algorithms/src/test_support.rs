@@ -37,3 +37,11 @@ pub fn report(now: u64, acked: u64, lost: u64, rtt: u64) -> Measurement {
         ..Measurement::default()
     }
 }
+
+/// `m` as a flow whose window of `cwnd` bytes limits it reports it: the window was full before
+/// the report's ACKs, so the bytes in flight at its last ACK are the window less what it
+/// acknowledged.
+pub fn window_full(mut m: Measurement, cwnd: u32) -> Measurement {
+    m.bytes_in_flight = u64::from(cwnd).saturating_sub(m.acked_bytes);
+    m
+}

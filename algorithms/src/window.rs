@@ -23,9 +23,33 @@
 //! - Otherwise (no loss, or a loss inside the epoch of a timeout): a [`WindowEvent::Grow`] with the
 //!   report's newly acknowledged bytes.
 //!
+//! # Growth only while the window limits the flow
+//!
+//! An algorithm with the [`LIMITED_GROWTH`] parameter on (Reno, CUBIC and DCTCP, by default)
+//! grows only while its window is what limits the flow, as Linux does (`tcp_is_cwnd_limited`),
+//! RFC 9438 §5.8 asks of CUBIC and RFC 7661 of TCP: a flow held back by its application, its
+//! receiver or a pacing rate (a PolyCC copilot under a rate-based pilot) would otherwise raise
+//! its window without bound, and release it as a burst once the limit lifts.
+//!
+//! - **The flight** of a report is the bytes in flight at its last ACK plus the bytes it
+//!   acknowledged (SACKed included): what was out at the interval's start plus what was sent in
+//!   it, an upper bound of the largest flight of the interval that needs no per-ACK field. The
+//!   core keeps its maximum over the last RTT (a per-ACK report's flight is the flight before
+//!   its ACK; the maximum over an RTT is the flight of the round, as Linux's `max_packets_out`).
+//! - **Limited** when `cwnd ≤ flight + 3 MSS`, with 3 MSS of slack for a sender that cannot fill
+//!   the last few bytes of its window at once (QUIC's `kMaxBurstBytes` in the Chromium stack the
+//!   PolyCC paper used); in slow start also when `cwnd < 2 · flight` (Linux's rule: slow start
+//!   may double what the flow uses). `cwnd` is the smaller of the algorithm's window and the one
+//!   the datapath reports holding the flow to: a window just decided is not installed yet, and
+//!   the flow cannot have filled it.
+//! - Otherwise the report's growth is withheld ([`WindowAlgorithm::on_unlimited`]: CUBIC moves
+//!   its epoch's start by the report's interval, so that the time the flow was not limited by its
+//!   window does not count in `t`).
+//!
 //! Time is the agent's [`Measurement::now_us`] (µs), never the wall clock.
 
 use crate::controller::{Controller, Decision, FlowStart, Fused, Measurement, TakeOver};
+use crate::filters::WindowedFilter;
 use crate::params::{ParamSpec, Unit};
 
 /// MSS assumed until the flow tells us its own, bytes.
@@ -52,6 +76,21 @@ pub const MIN_CWND: ParamSpec = ParamSpec {
     help: "floor of ssthresh and of the window after a loss (not of the 1-MSS timeout loss window)",
     source: "RFC 5681 §3.1 eq. (4) (ssthresh >= 2*SMSS)",
 };
+
+/// The `limited-growth` parameter of a window algorithm (boolean): grow only while the window
+/// limits the flow (see the module documentation).
+pub const LIMITED_GROWTH: ParamSpec = ParamSpec {
+    key: "limited-growth",
+    unit: Unit::Bool,
+    default: 1.0,
+    help: "grow the window only while it limits the flow (not while the application, the receiver \
+           or a pacing rate does); off: grow on every acknowledged byte",
+    source: "RFC 9438 §5.8, RFC 7661 §4.3; Linux tcp_is_cwnd_limited",
+};
+
+/// Slack of the window-limited test, packets: a flow within this many packets of its window is
+/// limited by it.
+pub const LIMITED_SLACK_PKTS: u64 = 3;
 
 /// A parameter value in packets, clamped to `[1, u32::MAX]`.
 pub fn packets(v: f64) -> u32 {
@@ -91,6 +130,12 @@ pub struct WindowCore {
     hold_growth: bool,
     /// A timeout happened and no data has been acknowledged since.
     after_timeout: bool,
+    /// Time since the previous report (or the start), µs.
+    elapsed_us: u64,
+    /// The largest flight of the reports of the last RTT, bytes (see the module documentation).
+    peak_flight: WindowedFilter,
+    /// The window the datapath held the flow to at the last report, bytes (0: not reported).
+    installed: u64,
 }
 
 impl Default for WindowCore {
@@ -109,6 +154,9 @@ impl WindowCore {
             epoch_end_us: 0,
             hold_growth: false,
             after_timeout: false,
+            elapsed_us: 0,
+            peak_flight: WindowedFilter::max(1),
+            installed: 0,
         }
     }
 
@@ -158,11 +206,19 @@ impl WindowCore {
     /// Take in a report (time, MSS, RTT), update the loss epoch and timeout state, and say what
     /// the window should do.
     pub fn on_measurement(&mut self, m: &Measurement) -> WindowEvent {
+        self.elapsed_us = m.now_us.saturating_sub(self.now_us);
         self.now_us = m.now_us;
         if m.mss > 0 {
             self.mss = u64::from(m.mss);
         }
         self.observe_rtt(m);
+        let flight = m
+            .bytes_in_flight
+            .saturating_add(m.acked_bytes)
+            .saturating_add(m.sacked_bytes);
+        self.peak_flight.set_window(self.rtt_us.max(1));
+        self.peak_flight.update(m.now_us, flight);
+        self.installed = m.cwnd;
         let in_epoch = self.in_epoch(m.now_us);
         if m.timeout {
             let repeated = self.after_timeout || in_epoch;
@@ -182,6 +238,25 @@ impl WindowCore {
             self.hold_growth = false;
             WindowEvent::Grow(m.acked_bytes)
         }
+    }
+
+    /// Time between the last report and the one before it (or the start), µs.
+    pub fn elapsed_us(&self) -> u64 {
+        self.elapsed_us
+    }
+
+    /// Whether a window of `cwnd` bytes limited the flow over the last RTT of reports
+    /// (`slow_start`: the window is below `ssthresh`); see the module documentation. A smaller
+    /// window the datapath reports holding the flow to is the one tested: a window just decided
+    /// is not installed yet, and the flow cannot have filled it.
+    pub fn window_limited(&self, cwnd: u64, slow_start: bool) -> bool {
+        let cwnd = match self.installed {
+            0 => cwnd,
+            held => cwnd.min(held),
+        };
+        let flight = self.peak_flight.get().unwrap_or(0);
+        cwnd <= flight.saturating_add(LIMITED_SLACK_PKTS * self.mss)
+            || (slow_start && cwnd < flight.saturating_mul(2))
     }
 
     /// A congestion signal other than loss (e.g. ECN marks) in the report `m`: begins a
@@ -255,6 +330,18 @@ pub trait WindowAlgorithm: Controller {
     /// Growth for `acked` newly acknowledged bytes (possibly 0).
     fn grow(&mut self, acked: u64);
 
+    /// Whether the window grows only while it limits the flow ([`LIMITED_GROWTH`]); algorithms
+    /// without the parameter grow on every acknowledged byte.
+    fn limited_growth(&self) -> bool {
+        false
+    }
+
+    /// A report whose growth is withheld because the window did not limit the flow;
+    /// `elapsed_us`: the report's interval. Nothing to do by default.
+    fn on_unlimited(&mut self, elapsed_us: u64) {
+        let _ = elapsed_us;
+    }
+
     /// Begin the flow: the core, then the algorithm's own state; decides the first window.
     fn start_window(&mut self, start: &FlowStart) -> Decision {
         self.core_mut().start(start);
@@ -272,10 +359,30 @@ pub trait WindowAlgorithm: Controller {
         }
     }
 
+    /// React to `event` as [`WindowAlgorithm::apply`] does, except that growth is withheld
+    /// while the window does not limit the flow, if the algorithm asks so
+    /// ([`WindowAlgorithm::limited_growth`]).
+    fn respond(&mut self, event: WindowEvent) {
+        if let WindowEvent::Grow(acked) = event
+            && acked > 0
+            && self.limited_growth()
+        {
+            let cwnd = u64::from(self.window().to_cwnd());
+            let slow_start = self.threshold().is_none_or(|t| cwnd < t);
+            let core = self.core_mut();
+            if !core.window_limited(cwnd, slow_start) {
+                let elapsed = core.elapsed_us();
+                self.on_unlimited(elapsed);
+                return;
+            }
+        }
+        self.apply(event);
+    }
+
     /// Classify the report `m` by the core, react to it, and decide the window.
     fn react(&mut self, m: &Measurement) -> Decision {
         let event = self.core_mut().on_measurement(m);
-        self.apply(event);
+        self.respond(event);
         Decision::cwnd(self.cwnd())
     }
 
