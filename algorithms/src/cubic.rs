@@ -645,6 +645,13 @@ mod tests {
         c.on_measurement(&report(now, 0, 1, rtt));
     }
 
+    /// CUBIC without the Reno-friendly region, cut by a loss at 100 MSS at 1 s.
+    fn after_a_loss_at_100(rtt: u64) -> Cubic {
+        let mut c = cubic(no_friendly());
+        loss_at(&mut c, 100, 1_000_000, rtt);
+        c
+    }
+
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
     }
@@ -880,10 +887,7 @@ mod tests {
     #[test]
     fn per_ack_reports_follow_the_same_curve() {
         let rtt = 10_000u64;
-        let mut a = cubic(no_friendly());
-        let mut b = cubic(no_friendly());
-        loss_at(&mut a, 100, 1_000_000, rtt);
-        loss_at(&mut b, 100, 1_000_000, rtt);
+        let (mut a, mut b) = (after_a_loss_at_100(rtt), after_a_loss_at_100(rtt));
         let mut now = 1_000_000;
         for _ in 0..600 {
             let n = u64::from(b.cwnd()) / MSS;
@@ -907,10 +911,7 @@ mod tests {
     #[test]
     fn time_not_limited_by_the_window_does_not_count_on_the_curve() {
         let rtt = 50_000u64;
-        let mut a = cubic(no_friendly());
-        let mut b = cubic(no_friendly());
-        loss_at(&mut a, 100, 1_000_000, rtt);
-        loss_at(&mut b, 100, 1_000_000, rtt);
+        let (mut a, mut b) = (after_a_loss_at_100(rtt), after_a_loss_at_100(rtt));
         let mut now = 1_000_000;
         for _ in 0..20 {
             now += rtt;
@@ -981,10 +982,7 @@ mod tests {
     #[test]
     fn calibrating_near_its_own_window_keeps_its_trajectory() {
         let rtt = 10_000u64;
-        let mut a = cubic(no_friendly());
-        let mut b = cubic(no_friendly());
-        loss_at(&mut a, 100, 1_000_000, rtt);
-        loss_at(&mut b, 100, 1_000_000, rtt);
+        let (mut a, mut b) = (after_a_loss_at_100(rtt), after_a_loss_at_100(rtt));
         let mut now = 1_000_000;
         // Until t ≈ 6 s the curve is nowhere steeper than where b is nudged (t ≈ 1 s), so b,
         // the same curve a few ms ahead, stays within the nudge of a.
