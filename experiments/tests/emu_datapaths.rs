@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{run_json, run_recipe};
+use common::{mean_goodput, run_json, run_recipe};
 use std::path::Path;
 
 /// The sum over a run's flows of each flow's median pacing rate (bytes/s, from its sender's
@@ -98,4 +98,54 @@ fn emu_and_quic_backends_deliver_within_the_link_when_root() {
         lq <= le + 0.15,
         "bbr over ccp-quic loses {lq:.3} of its packets, over ccp-udp {le:.3}"
     );
+}
+
+/// The largest window (kB) of `flow` in the `series.csv` of `run_dir` after `from_s` s; fails
+/// the test if there is no sample.
+fn largest_cwnd_kb(run_dir: &Path, flow: usize, from_s: f64) -> f64 {
+    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
+    let flow = flow.to_string();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let t: f64 = c[0].parse().ok()?;
+            (c[1] == flow && t > from_s).then(|| c[3].parse::<f64>().unwrap())
+        })
+        .reduce(f64::max)
+        .unwrap_or_else(|| panic!("flow {flow}: no window sample after {from_s} s"))
+}
+
+#[test]
+fn emu_application_limited_windows_stay_near_their_flight_on_every_datapath_when_root() {
+    if let Some(why) = ccp_exp::backend::emu::unavailable_here() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // recipes/baselines/app-limited.yaml: a cubic and a reno flow whose application offers
+    // 5 Mbit/s each on a 20 Mbit/s, 20 ms link, 8 s, over the simulator, ccp-udp and ccp-quic.
+    // Neither window limits its flow, so neither grows beyond a few times the 12.5 kB in
+    // flight. The rule reads the bytes in flight each datapath reports: a datapath that
+    // reported too few would hold a window-limited flow back elsewhere, one that reported too
+    // many would let these windows run away, as they did when every acknowledged byte grew
+    // them (megabytes in 8 s).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    run_recipe(Path::new("recipes/baselines/app-limited.yaml"), &out);
+    for part in ["sim", "emu", "quic"] {
+        let run = out.join("runs").join(part).join("p00/r0");
+        for (flow, alg) in [(0, "cubic"), (1, "reno")] {
+            let g = mean_goodput(&run, flow, 2.0, 8.0);
+            let w = largest_cwnd_kb(&run, flow, 2.0);
+            eprintln!("{part} {alg}: goodput {g:.2} Mbit/s, largest window {w:.1} kB");
+            assert!(
+                (4.5..=5.3).contains(&g),
+                "{part} {alg}: {g:.2} Mbit/s where its application offers 5"
+            );
+            assert!(
+                w < 100.0,
+                "{part} {alg}: window {w:.1} kB for 12.5 kB in flight"
+            );
+        }
+    }
 }
