@@ -39,8 +39,11 @@
 //!
 //! With ω = 1 and θ = 0 every law above is Reno's with β = ½ (a unit test drives both with the
 //! same reports and compares the windows report by report), Reno's `limited-growth` off: PACCP
-//! grows on every acknowledged byte, whether or not its window limits the flow, as its paper
-//! states its window law; [`crate::reno`] by default grows only while the window limits it.
+//! grows on every acknowledged byte, whether or not its window limits the flow, as the paper's
+//! eqs. 17–18 state its law. ([`crate::reno`] by default grows only while the window limits the
+//! flow, as Linux's Reno does; the paper's testbed code, a modified Linux Reno, would inherit
+//! that check. PACCP's figures were measured without it; its flows, long-lived or sized and
+//! backlogged, are limited by their window until their last bytes are sent.)
 //!
 //! # Run-time parameter changes
 //!
