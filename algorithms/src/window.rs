@@ -42,6 +42,13 @@
 //!   may double what the flow uses). `cwnd` is the smaller of the algorithm's window and the one
 //!   the datapath reports holding the flow to: a window just decided is not installed yet, and
 //!   the flow cannot have filled it.
+//! - **How tight.** With one report per RTT the flight estimate is about twice what the flow
+//!   keeps out (what is out at the end plus a round of acknowledgements), so a window the flow
+//!   does not fill stops growing at about twice what it uses, four times in slow start; with
+//!   per-ACK reports, at what it uses plus 3 MSS (twice that in slow start). Either way bounded,
+//!   where growing on every acknowledged byte is not; a tighter estimate would need the largest
+//!   flight of the interval, a per-ACK field the shared program has no room for (portus allows
+//!   16 report fields, all in use).
 //! - Otherwise the report's growth is withheld ([`WindowAlgorithm::on_unlimited`]: CUBIC moves
 //!   its epoch's start by the report's interval, so that the time the flow was not limited by its
 //!   window does not count in `t`).

@@ -124,11 +124,15 @@ fn emu_application_limited_windows_stay_near_their_flight_on_every_datapath_when
     }
     // recipes/baselines/app-limited.yaml: a cubic and a reno flow whose application offers
     // 5 Mbit/s each on a 20 Mbit/s, 20 ms link, 8 s, over the simulator, ccp-udp and ccp-quic.
-    // Neither window limits its flow, so neither grows beyond a few times the 12.5 kB in
-    // flight. The rule reads the bytes in flight each datapath reports: a datapath that
-    // reported too few would hold a window-limited flow back elsewhere, one that reported too
-    // many would let these windows run away, as they did when every acknowledged byte grew
-    // them (megabytes in 8 s).
+    // Neither window limits its flow, so neither grows beyond a few times what it keeps in
+    // flight (12.5 kB on average; ccp-quic's application writes 16 KiB at a time). The rule
+    // reads the bytes in flight each datapath reports: a datapath that reported too few would
+    // hold window-limited flows back, one that reported too many would let these windows run
+    // away, as they did when every acknowledged byte grew them (5.0–5.2 MB in 8 s on all
+    // three). The bound is twice what pipe and buffer hold (2 × 100 kB). Measured (cubic /
+    // reno): 56.5 / 59.4 kB (sim), 59.4–73.9 / 59.4–62.3 (ccp-udp), 117–129 / 102–116
+    // (ccp-quic: its 16 KiB writes put up to 32 kB in flight at a report, and slow start may
+    // double an estimate that is itself about twice the flight with one report per RTT).
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
     run_recipe(Path::new("recipes/baselines/app-limited.yaml"), &out);
@@ -143,8 +147,8 @@ fn emu_application_limited_windows_stay_near_their_flight_on_every_datapath_when
                 "{part} {alg}: {g:.2} Mbit/s where its application offers 5"
             );
             assert!(
-                w < 100.0,
-                "{part} {alg}: window {w:.1} kB for 12.5 kB in flight"
+                w < 200.0,
+                "{part} {alg}: window {w:.1} kB for 12.5 kB in flight on average"
             );
         }
     }
