@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{mean_goodput, run_json, run_recipe};
+use common::{mean_goodput, run_json, run_recipe, series_column};
 use std::path::Path;
 
 /// The sum over a run's flows of each flow's median pacing rate (bytes/s, from its sender's
@@ -103,15 +103,8 @@ fn emu_and_quic_backends_deliver_within_the_link_when_root() {
 /// The largest window (kB) of `flow` in the `series.csv` of `run_dir` after `from_s` s; fails
 /// the test if there is no sample.
 fn largest_cwnd_kb(run_dir: &Path, flow: usize, from_s: f64) -> f64 {
-    let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
-    let flow = flow.to_string();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            let t: f64 = c[0].parse().ok()?;
-            (c[1] == flow && t > from_s).then(|| c[3].parse::<f64>().unwrap())
-        })
+    series_column(run_dir, flow, 3, from_s, f64::INFINITY)
+        .into_iter()
         .reduce(f64::max)
         .unwrap_or_else(|| panic!("flow {flow}: no window sample after {from_s} s"))
 }

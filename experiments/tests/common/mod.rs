@@ -39,21 +39,33 @@ pub fn run_json(run_dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Mean goodput (Mbit/s) of `flow` over the samples in (from, to] s of the `series.csv` in
-/// `run_dir`; fails the test if there is none.
+/// Column `col` of `series.csv` in `run_dir` (2: goodput, Mbit/s; 3: window, kB; 4: RTT, ms)
+/// for `flow`, over the samples in (from, to] s.
 #[allow(dead_code)]
-pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) -> f64 {
+pub fn series_column(
+    run_dir: &std::path::Path,
+    flow: usize,
+    col: usize,
+    from: f64,
+    to: f64,
+) -> Vec<f64> {
     let text = std::fs::read_to_string(run_dir.join("series.csv")).unwrap();
     let flow = flow.to_string();
-    let v: Vec<f64> = text
-        .lines()
+    text.lines()
         .skip(1)
         .filter_map(|l| {
             let c: Vec<&str> = l.split(',').collect();
             let t: f64 = c[0].parse().ok()?;
-            (c[1] == flow && t > from && t <= to).then(|| c[2].parse().unwrap())
+            (c[1] == flow && t > from && t <= to).then(|| c[col].parse().unwrap())
         })
-        .collect();
+        .collect()
+}
+
+/// Mean goodput (Mbit/s) of `flow` over the samples in (from, to] s of the `series.csv` in
+/// `run_dir`; fails the test if there is none.
+#[allow(dead_code)]
+pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) -> f64 {
+    let v = series_column(run_dir, flow, 2, from, to);
     assert!(!v.is_empty(), "flow {flow}: no samples in ({from}, {to}] s");
     v.iter().sum::<f64>() / v.len() as f64
 }
