@@ -171,7 +171,8 @@ fn goodput_gain_over_bbr_grows_with_ack_jitter() {
         poly_at.push(poly);
     }
     // Measured (mean of 8 seeds): bbr 18.06 / 12.41 / 6.43 / 6.48 Mbit/s, polycc 18.64 / 19.06
-    // / 19.14 / 19.10 Mbit/s: gains 1.03, 1.54, 2.98, 2.95. (Before BBR's ProbeRTT ended under a
+    // / 19.12 / 19.10 Mbit/s: gains 1.03, 1.54, 2.97, 2.95 (19.14 and 2.98 at ±70 ms before
+    // CUBIC grew only while its window limits the flow). (Before BBR's ProbeRTT ended under a
     // fused window, BBR sat in ProbeRTT from 10 s on and the flow's pacing rate decayed: polycc
     // 14.64 / 16.12 / 16.54 / 16.98.)
     // Slight jitter: about the same.
