@@ -126,6 +126,12 @@
 //! bound. The initial rate is
 //! [`InitialRate`]: by default `init_packets·MSS / init_rtt`.
 //!
+//! # Diagnostics
+//!
+//! Every completed MI is logged at debug level under the target `ccp_algorithms::mi` (its id,
+//! role, rate, throughput, lost and excused packets, regression points, filtered RTT gradient
+//! and utility): `ccp-agent --log-level info,ccp_algorithms::mi=debug`.
+//!
 //! # Randomness
 //!
 //! The probing order comes from a SplitMix64 generator seeded from `seed` and the flow's start
@@ -1266,6 +1272,20 @@ impl<U: Utility> MiEngine<U> {
         } else {
             None
         };
+        tracing::debug!(
+            mi = stats.id,
+            role = ?stats.role,
+            current,
+            rate_mbps = stats.rate / MBIT,
+            throughput_mbps = stats.throughput() / MBIT,
+            lost = stats.lost_packets,
+            excused = stats.excused_packets,
+            packets = stats.packets(),
+            rtt_points = stats.rtt.len(),
+            rtt_gradient = stats.rtt_gradient,
+            utility = ?utility,
+            "monitor interval completed"
+        );
         self.completed.push(Completed {
             stats: stats.clone(),
             utility,

@@ -72,7 +72,8 @@ struct Cli {
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
 
-    /// Log filter (tracing env-filter syntax), e.g. info or ccp_algorithms=debug
+    /// Log filter (tracing env-filter syntax), e.g. info, or info,ccp_algorithms::mi=debug to log
+    /// every monitor interval of the online learners (rate, throughput, loss, RTT gradient, utility)
     #[arg(long, default_value = "info")]
     log_level: String,
 
