@@ -16,14 +16,28 @@
 //!   times more ACK frames per packet at 1 ms, at most one per 5 packets at 25 ms.
 //! * `emulated_link_four_algorithms_intact_and_near_capacity`: the same four algorithms one
 //!   after the other over a `ccp-emu` link of 20 Mbit/s with 10 ms each way and a drop-tail
-//!   buffer of 100 packets: intact, and each flow's goodput a fair share of what the link can
-//!   carry. Needs root and `/dev/net/tun` (skips with the reason otherwise); the testbed's drop
-//!   removes its namespaces, devices and processes, also when an assertion fails.
+//!   buffer of 100 packets: intact, the window-based flows' goodput near what the link can
+//!   carry, and the online learners near it once started (their second half; see below). Needs
+//!   root and `/dev/net/tun` (skips with the reason otherwise); the testbed's drop removes its
+//!   namespaces, devices and processes, also when an assertion fails.
 //!
 //! Measured on the project's 2-core machine: over the emulated link reno 94–97 %, cubic 96–97 %,
-//! vivace 73–83 % (85–94 % with the receiver at 25 ms, where it builds a queue) and hercules
-//! 73–77 % of the 19.1 Mbit/s of stream content the link carries; on loopback the bounded
-//! hercules flow made 54.5–54.7 Mbit/s for a mean pacing rate of 58.5–58.6 Mbit/s. The whole file runs in about 20 s.
+//! vivace 63–93 % (47 % in the rare run described below) and hercules 69–77 % of the
+//! 19.1 Mbit/s of stream content the link carries over the whole flow; the learners 90–101 % of
+//! the 19.6 Mbit/s of QUIC packets it carries in their second half. On loopback the bounded
+//! hercules flow made 54.5–54.7 Mbit/s for a mean pacing rate of 58.5–58.6 Mbit/s. The whole
+//! file runs in about 25 s.
+//!
+//! Why the learners' start-up is not asked to be near capacity: Vivace's slow start ends at the
+//! first MI whose utility falls, and over ccp-quic an MI of 8–18 packets at 2–9 Mbit/s, on an
+//! empty queue, now and then fits an RTT gradient above the 0.01 filter (the samples carry up to
+//! 1 ms of the receiver's ACK delay, 0.05 of a 20-ms MI), worth −60 to −210 of utility at
+//! b = 900 (`ccp-agent --log-level info,ccp_algorithms::mi=debug` logs each MI). In 19 runs slow
+//! start ended at 2.3 Mbit/s once, 4.6 four times, 9.3 seven times and at the link (18.5) seven
+//! times. The run that ended at 2.3 Mbit/s took 1.5 s to climb back to 11 Mbit/s and averaged
+//! 12.0 Mbit/s (63 %) over its 6-MB flow. One run in about 130 here, and one in CI, averaged
+//! 8.9 Mbit/s (47 %), what an end at the initial 1.2 Mbit/s gives (that run was not traced). So
+//! the whole flow is only asked to be well under way, and its second half to be near the link.
 
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{Testbed, TestbedConfig, cleanup};
@@ -71,6 +85,30 @@ fn read_json(p: &Path) -> Value {
 
 fn flows(v: &Value) -> &Vec<Value> {
     v["flows"].as_array().expect("summary has flows")
+}
+
+/// A flow's acknowledged bytes over the second half of its sender's trace (`--trace-interval`),
+/// Mbit/s: the rate it held once started.
+fn second_half_mbps(flow: &Value) -> f64 {
+    let trace = flow["trace"]
+        .as_array()
+        .expect("the sender traced the flow");
+    let point = |e: &Value| {
+        (
+            e["t_s"].as_f64().expect("trace time"),
+            e["delivered_bytes"]
+                .as_f64()
+                .expect("trace delivered bytes"),
+        )
+    };
+    let (end_t, end_b) = point(trace.last().expect("a non-empty trace"));
+    let (mid_t, mid_b) = trace
+        .iter()
+        .map(point)
+        .find(|(t, _)| *t >= end_t / 2.0)
+        .expect("a trace point past the middle");
+    assert!(end_t > mid_t, "a trace of one point");
+    (end_b - mid_b) * 8.0 / (end_t - mid_t) / 1e6
 }
 
 /// One run: a receiver for `n` flows started by `launch`, then a sender with `flow_specs`;
@@ -346,7 +384,7 @@ fn emulated_link_four_algorithms_intact_and_near_capacity() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path(), &["--log-level", "info"]).unwrap();
     let bytes = 6_000_000u64;
-    let mut goodputs: Vec<(String, f64, f64)> = vec![];
+    let mut goodputs: Vec<(String, f64, f64, f64)> = vec![];
     {
         let tb = Testbed::new(TestbedConfig {
             name_prefix: PREFIX.into(),
@@ -385,6 +423,7 @@ fn emulated_link_four_algorithms_intact_and_near_capacity() {
             goodputs.push((
                 alg.to_string(),
                 f["goodput_mbps"].as_f64().unwrap(),
+                second_half_mbps(f),
                 f["rtt_p50_ms"].as_f64().unwrap(),
             ));
             std::thread::sleep(Duration::from_millis(300));
@@ -399,23 +438,34 @@ fn emulated_link_four_algorithms_intact_and_near_capacity() {
     // emulated wire; about 37 of the 1448 are QUIC's (short header, STREAM frame header, AEAD
     // tag), so the link carries at most 20 × 1411 / 1480 = 19.1 Mbit/s of stream content.
     let capacity = EMU_RATE_BPS as f64 / 1e6 * 1411.0 / 1480.0;
-    for (alg, g, rtt) in &goodputs {
+    // The trace counts acknowledged QUIC packets (1448 bytes each), of which the link carries
+    // 20 × 1448 / 1480 = 19.6 Mbit/s.
+    let packet_capacity = EMU_RATE_BPS as f64 / 1e6 * 1448.0 / 1480.0;
+    for (alg, g, half, rtt) in &goodputs {
         eprintln!(
-            "emulated 20 Mbit/s, 20 ms: {alg}: {g:.1} Mbit/s = {:.0} % of {capacity:.1}, rtt p50 {rtt:.1} ms",
-            g / capacity * 100.0
+            "emulated 20 Mbit/s, 20 ms: {alg}: {g:.1} Mbit/s = {:.0} % of {capacity:.1}, second half {half:.1} Mbit/s = {:.0} % of {packet_capacity:.1}, rtt p50 {rtt:.1} ms",
+            g / capacity * 100.0,
+            half / packet_capacity * 100.0
         );
     }
-    for (alg, g, _) in &goodputs {
+    for (alg, g, half, _) in &goodputs {
         // Start-up and the verdict's round trip are inside the flow's time: window-based
-        // flows come close to the link, the online learners (which start from a rate of their
-        // own and move by gradient steps) reach less of it in a 2.5-second flow.
+        // flows come close to the link. The online learners start from a rate of their own and
+        // move by gradient steps; a slow start ended early on a noisy RTT gradient (module
+        // documentation) leaves a 6-MB flow at 47 % of the link, so their whole flow is only
+        // asked to be well under way, and their second half to be near the link.
         let floor = match alg.as_str() {
             "reno" | "cubic" => 0.75,
-            _ => 0.5,
+            _ => 0.35,
         };
         assert!(
             *g >= floor * capacity && *g <= capacity * 1.02,
             "{alg}: {g:.1} Mbit/s on a {capacity:.1} Mbit/s link"
+        );
+        // Trace points come every 10 ms and ACKs in batches: 5 % above the link is timing.
+        assert!(
+            *half >= 0.85 * packet_capacity && *half <= packet_capacity * 1.05,
+            "{alg}: {half:.1} Mbit/s of QUIC packets in its second half on a {packet_capacity:.1} Mbit/s link"
         );
     }
     assert!(
