@@ -115,6 +115,10 @@ pub fn scripted_receiver(
         let mut buf = [0u8; 65536];
         let mut out = [0u8; packet::MAX_ACK_LEN];
         let mut cum = 0u64;
+        // Data past a gap, by offset: a packet lost on loopback (a full socket buffer on a busy
+        // machine) is retransmitted, and the cumulative offset must then pass what arrived
+        // after it, or the transfer never completes.
+        let mut ahead = std::collections::BTreeMap::<u64, u64>::new();
         let mut fin = None;
         let mut seen = 0u64;
         let mut pns = ccp_udp::ranges::PnRanges::new();
@@ -129,8 +133,21 @@ pub fn scripted_receiver(
                     pns.insert(h.pn);
                     if h.is_fin() {
                         fin = Some(h.offset);
-                    } else if h.offset == cum {
-                        cum += payload.len() as u64;
+                    } else {
+                        let end = h.offset + payload.len() as u64;
+                        if h.offset <= cum {
+                            cum = cum.max(end);
+                        } else {
+                            let e = ahead.entry(h.offset).or_insert(end);
+                            *e = (*e).max(end);
+                        }
+                        while let Some((&start, &end)) = ahead.first_key_value() {
+                            if start > cum {
+                                break;
+                            }
+                            cum = cum.max(end);
+                            ahead.remove(&start);
+                        }
                     }
                     let mut a = Ack::new(h.flow_id);
                     pns.fill_ack(&mut a);
