@@ -129,8 +129,8 @@
 //! # Diagnostics
 //!
 //! Every completed MI is logged at debug level under the target `ccp_algorithms::mi` (its id,
-//! role, rate, throughput, lost and excused packets, regression points, filtered RTT gradient
-//! and utility): `ccp-agent --log-level info,ccp_algorithms::mi=debug`.
+//! role, rate, throughput, lost and excused packets, regression points, the fitted RTT slope and
+//! its t statistic, the filtered RTT gradient and the utility): `ccp-agent --log-level info,ccp_algorithms::mi=debug`.
 //!
 //! # Randomness
 //!
@@ -1272,6 +1272,7 @@ impl<U: Utility> MiEngine<U> {
         } else {
             None
         };
+        let fit = fit_slope(&stats.rtt);
         tracing::debug!(
             mi = stats.id,
             role = ?stats.role,
@@ -1282,6 +1283,8 @@ impl<U: Utility> MiEngine<U> {
             excused = stats.excused_packets,
             packets = stats.packets(),
             rtt_points = stats.rtt.len(),
+            rtt_slope = fit.as_ref().map_or(0.0, |f| f.slope),
+            rtt_slope_t = fit.as_ref().map_or(0.0, |f| f.slope / f.std_err),
             rtt_gradient = stats.rtt_gradient,
             utility = ?utility,
             "monitor interval completed"
