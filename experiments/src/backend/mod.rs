@@ -149,10 +149,18 @@ pub fn downlink_capacity_bps(r: &Recipe) -> Result<Option<f64>, BackendError> {
     }
 }
 
+/// Environment variable that replaces the agents' log filter (e.g.
+/// `info,ccp_algorithms::mi=debug` to log every monitor interval of the online learners).
+pub const AGENT_LOG_ENV: &str = "CCP_EXP_AGENT_LOG";
+
 /// The `--log-level` of every agent a run starts: warnings, and every algorithm's mode changes
-/// (e.g. vivace-distributed's "JCCE aggregate in use"), into the run's `raw/agent.log`.
+/// (e.g. vivace-distributed's "JCCE aggregate in use"), into the run's `raw/agent.log`; or
+/// [`AGENT_LOG_ENV`] when it is set and not empty.
 pub(crate) fn agent_log_level() -> String {
-    format!("warn,{}=info", ccp_algorithms::MODE_LOG)
+    match std::env::var(AGENT_LOG_ENV) {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => format!("warn,{}=info", ccp_algorithms::MODE_LOG),
+    }
 }
 
 /// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).
