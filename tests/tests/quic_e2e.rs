@@ -30,9 +30,9 @@
 //! Why the learners' start-up is not asked to be near capacity: Vivace's slow start ends at the
 //! first MI whose utility falls, and over ccp-quic an MI of 8–18 packets at 1–9 Mbit/s, on an
 //! empty queue, now and then fits an RTT gradient above the 0.01 filter (a rise of 0.4 ms over a
-//! 40-ms MI passes it), worth −40 to −210 of utility at b = 900; such fits are not noise to a
-//! significance test (one of 0.020 at 2.3 Mbit/s had t = 3.4 on 8 points)
-//! (`ccp-agent --log-level info,ccp_algorithms::mi=debug` logs each MI). In 19 runs slow start
+//! 40-ms MI passes it), worth −40 to −210 of utility at b = 900. A significance test does not
+//! reject them as noise: one of 0.020 at 2.3 Mbit/s had t = 3.4 on 8 points (`ccp-agent
+//! --log-level info,ccp_algorithms::mi=debug` logs each MI's fit). In 19 runs slow start
 //! ended at 2.3 Mbit/s once, 4.6 four times, 9.3 seven times and at the link (18.5) seven
 //! times; in 20 more, once at the initial 1.2 Mbit/s, after which the flow was at 7.8 Mbit/s
 //! 3 s later. A 6-MB flow averaged 12.0 Mbit/s (63 %) after an end at 2.3 Mbit/s, and one run
