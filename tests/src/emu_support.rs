@@ -154,18 +154,24 @@ pub fn udp_rate(mut f: UdpFlow, from_s: f64, to_s: f64) -> Result<f64, String> {
     wait_for(&mut f.recv, "ccp-udp recv", Duration::from_secs(10))?;
     let text = std::fs::read_to_string(&f.json).map_err(|e| e.to_string())?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    let trace: Vec<(f64, f64)> = v["flows"][0]["trace"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| Some((s["t_s"].as_f64()?, s["delivered_bytes"].as_f64()?)))
-                .filter(|s| (from_s..=to_s).contains(&s.0))
-                .collect()
-        })
-        .unwrap_or_default();
+    trace_rate(&v["flows"][0], from_s, to_s)
+        .ok_or_else(|| format!("no trace in the window: {text:.300}"))
+}
+
+/// Mbit/s a flow delivered between `from_s` and `to_s` (seconds after its start), from the
+/// `trace` of its entry in a ccp-udp or ccp-quic sender summary (`--trace-interval`): the
+/// delivered bytes between the first and the last trace point in the window. `None` without
+/// two distinct points there.
+pub fn trace_rate(flow: &serde_json::Value, from_s: f64, to_s: f64) -> Option<f64> {
+    let trace: Vec<(f64, f64)> = flow["trace"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| Some((s["t_s"].as_f64()?, s["delivered_bytes"].as_f64()?)))
+        .filter(|s| (from_s..=to_s).contains(&s.0))
+        .collect();
     match (trace.first(), trace.last()) {
-        (Some(a), Some(b)) if b.0 > a.0 => Ok((b.1 - a.1) * 8.0 / (b.0 - a.0) / 1e6),
-        _ => Err(format!("no trace in the window: {text:.300}")),
+        (Some(a), Some(b)) if b.0 > a.0 => Some((b.1 - a.1) * 8.0 / (b.0 - a.0) / 1e6),
+        _ => None,
     }
 }
 

@@ -115,19 +115,8 @@ fn run(
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let s = &v["flows"][0];
     let num = |k: &str| s[k].as_f64().ok_or_else(|| format!("no {k}: {text:.300}"));
-    let trace: Vec<(f64, f64)> = s["trace"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| Some((x["t_s"].as_f64()?, x["delivered_bytes"].as_f64()?)))
-                .filter(|x| x.0 >= FROM_S)
-                .collect()
-        })
-        .unwrap_or_default();
-    let goodput_mbps = match (trace.first(), trace.last()) {
-        (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) * 8.0 / (b.0 - a.0) / 1e6,
-        _ => return Err(format!("no trace after {FROM_S} s: {text:.300}")),
-    };
+    let goodput_mbps = emu_support::trace_rate(s, FROM_S, f64::INFINITY)
+        .ok_or_else(|| format!("no trace after {FROM_S} s: {text:.300}"))?;
     Ok(Figures {
         goodput_mbps,
         owd_excess_ms: num("owd_excess_mean_us")? / 1e3,

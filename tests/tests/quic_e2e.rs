@@ -91,25 +91,12 @@ fn flows(v: &Value) -> &Vec<Value> {
 /// A flow's acknowledged bytes over the second half of its sender's trace (`--trace-interval`),
 /// Mbit/s: the rate it held once started.
 fn second_half_mbps(flow: &Value) -> f64 {
-    let trace = flow["trace"]
+    let end = flow["trace"]
         .as_array()
+        .and_then(|a| a.last())
+        .and_then(|p| p["t_s"].as_f64())
         .expect("the sender traced the flow");
-    let point = |e: &Value| {
-        (
-            e["t_s"].as_f64().expect("trace time"),
-            e["delivered_bytes"]
-                .as_f64()
-                .expect("trace delivered bytes"),
-        )
-    };
-    let (end_t, end_b) = point(trace.last().expect("a non-empty trace"));
-    let (mid_t, mid_b) = trace
-        .iter()
-        .map(point)
-        .find(|(t, _)| *t >= end_t / 2.0)
-        .expect("a trace point past the middle");
-    assert!(end_t > mid_t, "a trace of one point");
-    (end_b - mid_b) * 8.0 / (end_t - mid_t) / 1e6
+    emu_support::trace_rate(flow, end / 2.0, end).expect("trace points past the middle")
 }
 
 /// One run: a receiver for `n` flows started by `launch`, then a sender with `flow_specs`;
