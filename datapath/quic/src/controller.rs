@@ -89,7 +89,7 @@ use s2n_quic::provider::congestion_controller::{
 };
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How far behind its send time a paced packet's departure slot may lie: the depth of the
@@ -132,7 +132,7 @@ pub struct FlowStats {
     pub ticks: u64,
     /// Times the window or pacing rate the controller set changed.
     pub control_changes: u64,
-    /// RTT samples, µs.
+    /// RTT samples, µs (those from [`FlowProbe::set_rtt_from`]'s time on).
     pub rtt_samples_us: Vec<u32>,
     /// Smallest RTT sample, µs.
     pub rtt_min_us: u64,
@@ -159,6 +159,9 @@ struct State {
     /// The application started its stream: packets sent from now on carry the flow's data
     /// (shared with [`FlowProbe`]; before, they are the handshake's).
     data_started: Arc<AtomicBool>,
+    /// RTT samples before this time stay out of `stats.rtt_samples_us` (shared with
+    /// [`FlowProbe`]; unset: every sample counts).
+    rtt_from: Arc<OnceLock<Instant>>,
     /// s2n-quic said at the last packet sent that the connection had more to send.
     backlog: bool,
     /// Accumulated since the last invocation: lost packets, CE marks, timeout, RTT sample.
@@ -195,6 +198,7 @@ impl State {
             handshake_in_flight: 0,
             unwritten: probe.unwritten.clone(),
             data_started: probe.data_started.clone(),
+            rtt_from: probe.rtt_from.clone(),
             backlog: false,
             pending_lost: 0,
             pending_ce: 0,
@@ -305,6 +309,7 @@ pub struct FlowProbe {
     state: Arc<Mutex<Option<Arc<Mutex<State>>>>>,
     unwritten: Arc<AtomicU64>,
     data_started: Arc<AtomicBool>,
+    rtt_from: Arc<OnceLock<Instant>>,
 }
 
 /// A snapshot of a flow's control state.
@@ -330,6 +335,7 @@ impl FlowProbe {
             state: Arc::new(Mutex::new(None)),
             unwritten: Arc::new(AtomicU64::new(0)),
             data_started: Arc::new(AtomicBool::new(false)),
+            rtt_from: Arc::new(OnceLock::new()),
         }
     }
 
@@ -339,6 +345,12 @@ impl FlowProbe {
     /// documentation).
     pub fn start_data(&self) {
         self.data_started.store(true, Ordering::Relaxed);
+    }
+
+    /// Leave the RTT samples taken before `t` out of [`FlowStats::rtt_samples_us`] (a warm-up);
+    /// the first call counts, before the connection starts.
+    pub fn set_rtt_from(&self, t: Instant) {
+        let _ = self.rtt_from.set(t);
     }
 
     /// Tell the controller how many bytes the application still has to hand to the stream
@@ -622,9 +634,11 @@ impl CongestionController for CcpController {
         if s.stats.rtt_min_us == 0 || rtt < s.stats.rtt_min_us {
             s.stats.rtt_min_us = rtt;
         }
-        s.stats
-            .rtt_samples_us
-            .push(u32::try_from(rtt).unwrap_or(u32::MAX));
+        if s.rtt_from.get().is_none_or(|&t| Instant::now() >= t) {
+            s.stats
+                .rtt_samples_us
+                .push(u32::try_from(rtt).unwrap_or(u32::MAX));
+        }
     }
 
     fn on_ack<Pub: Publisher>(

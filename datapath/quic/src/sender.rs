@@ -67,6 +67,10 @@ pub struct SenderConfig {
     /// (default 60 s: a sized flow's trailer waits behind up to a full send buffer, which
     /// takes 17 s to drain at 1 Mbit/s).
     pub verdict_timeout: Duration,
+    /// RTT samples taken before this time, from the sender's start (the clock of
+    /// [`FlowSpec::start_after`]), are left out of the summary's RTT percentiles: a warm-up
+    /// (zero: every sample counts). The smallest RTT still counts every sample.
+    pub rtt_from: Duration,
 }
 
 impl Default for SenderConfig {
@@ -80,6 +84,7 @@ impl Default for SenderConfig {
             handshake_timeout: Duration::from_secs(5),
             trace_interval: Duration::from_millis(10),
             verdict_timeout: Duration::from_secs(60),
+            rtt_from: Duration::ZERO,
         }
     }
 }
@@ -141,6 +146,7 @@ pub fn run_sender(
         .map_err(Error::Runtime)?;
     // The runtime's tasks need 'static data: share the stop flag through an Arc mirror.
     let stop_mirror = Arc::new(AtomicBool::new(false));
+    let rtt_from = Instant::now() + cfg.rtt_from;
     rt.block_on(async {
         let mut tasks = Vec::new();
         for (i, spec) in cfg.flows.iter().enumerate() {
@@ -149,7 +155,7 @@ pub fn run_sender(
             let factory = factory.clone();
             let stop = stop_mirror.clone();
             tasks.push(tokio::spawn(async move {
-                run_flow(i, &cfg, &spec, factory, &stop).await
+                run_flow(i, &cfg, &spec, factory, &stop, rtt_from).await
             }));
         }
         let watcher = {
@@ -224,6 +230,7 @@ async fn run_flow(
     spec: &FlowSpec,
     factory: Factory,
     stop: &AtomicBool,
+    rtt_from: Instant,
 ) -> Result<SenderSummary, Error> {
     let terr = |why: String| Error::Transfer { flow: idx, why };
     if !spec.start_after.is_zero() {
@@ -258,6 +265,7 @@ async fn run_flow(
         Amount::Bytes(total) => total.saturating_sub(offset),
     };
     probe.set_unwritten(unwritten(0));
+    probe.set_rtt_from(rtt_from);
     let mtu = mtu_for(cfg.mss, &cfg.dest)?;
     // Which stream bytes the receiver acknowledged, for the trace.
     let acked = AckSubscriber::default();
@@ -503,6 +511,7 @@ async fn run_flow(
         rtt_p50_ms: ms(percentile(&rtts, 0.5)),
         rtt_p95_ms: ms(percentile(&rtts, 0.95)),
         rtt_p99_ms: ms(percentile(&rtts, 0.99)),
+        rtt_samples: Some(rtts.len() as u64),
         srtt_ms: stats.srtt_us as f64 / 1e3,
         sent_packets: stats.sent_packets,
         sent_bytes: stats.sent_bytes,

@@ -52,12 +52,16 @@ pub struct SenderSummary {
     pub handshake_rtt_ms: f64,
     /// Minimum RTT, ms.
     pub rtt_min_ms: f64,
-    /// Median RTT over all samples, ms.
+    /// Median RTT, ms, over the samples the percentiles count: every sample, or those from
+    /// the sender's `rtt_from` on (0 without one).
     pub rtt_p50_ms: f64,
     /// 95th percentile RTT, ms.
     pub rtt_p95_ms: f64,
     /// 99th percentile RTT, ms.
     pub rtt_p99_ms: f64,
+    /// RTT samples the percentiles count (None: a summary written before this was recorded).
+    #[serde(default)]
+    pub rtt_samples: Option<u64>,
     /// Smoothed RTT at the end, ms.
     pub srtt_ms: f64,
     /// Congestion-controlled QUIC packets sent.

@@ -58,11 +58,13 @@ impl FlowController for Paced {
 }
 
 /// Runs `flows` from a sender to a receiver on loopback, setting the sender's stop flag after
-/// `stop_after` if given; the sender's summaries in configuration order and the receiver's
-/// in the same order (matched by flow id).
+/// `stop_after` if given, its RTT percentiles counting the samples from `rtt_from` on; the
+/// sender's summaries in configuration order and the receiver's in the same order (matched by
+/// flow id).
 fn run(
     flows: Vec<FlowSpec>,
     stop_after: Option<Duration>,
+    rtt_from: Duration,
 ) -> Vec<(SenderSummary, ReceiverSummary)> {
     let id = ccp_quic::tls::self_signed().unwrap();
     let rcfg = common::loopback_receiver(flows.len());
@@ -87,6 +89,7 @@ fn run(
             dest: addr,
             cert_pem: id.cert_pem.clone(),
             flows,
+            rtt_from,
             ..SenderConfig::default()
         };
         let factory: Factory =
@@ -132,7 +135,7 @@ fn a_timed_flow_stops_at_its_duration_and_every_delivered_byte_is_verified() {
             ..FlowSpec::default()
         },
     ];
-    let r = run(flows, None);
+    let r = run(flows, None, Duration::ZERO);
     let (s, g) = &r[0];
     eprintln!(
         "timed flow of 1 s at {RATE} B/s: reset at {:.3} s, {} bytes written, {} delivered (sender) / {} (receiver), last verdict at {:.3} s, {} UDP bytes sent",
@@ -183,7 +186,7 @@ fn a_stopped_flow_ends_at_once_with_a_verified_prefix() {
         amount: Amount::Bytes(size),
         ..FlowSpec::default()
     }];
-    let r = run(flows, Some(Duration::from_millis(500)));
+    let r = run(flows, Some(Duration::from_millis(500)), Duration::ZERO);
     let (s, g) = &r[0];
     eprintln!(
         "sized flow of {size} stopped: reset at {:.3} s, {} written, {} delivered",
@@ -195,4 +198,31 @@ fn a_stopped_flow_ends_at_once_with_a_verified_prefix() {
     assert!(s.bytes > 0 && s.bytes < s.written_bytes && s.written_bytes < size);
     let bound = (RATE as f64 * s.data_end_s) as u64 + u64::from(CWND) + BURST;
     assert!(s.bytes <= bound, "{} bytes for a bound of {bound}", s.bytes);
+}
+
+#[test]
+fn rtt_percentiles_leave_out_the_samples_before_rtt_from() {
+    // Two paced flows of 1 s, the second starting 0.5 s after the first; with `rtt_from` at
+    // 0.5 s the first counts the RTT samples of its second half, the second all of its own.
+    let flow = |start_ms| FlowSpec {
+        amount: Amount::Duration(Duration::from_secs(1)),
+        start_after: Duration::from_millis(start_ms),
+        ..FlowSpec::default()
+    };
+    let r = run(vec![flow(0), flow(500)], None, Duration::from_millis(500));
+    for (s, g) in &r {
+        check_agreed_and_verified(s, g);
+        assert!(s.rtt_min_ms > 0.0);
+    }
+    let early = r[0].0.rtt_samples.unwrap();
+    let late = r[1].0.rtt_samples.unwrap();
+    println!("RTT samples counted: {early} (0–1 s), {late} (0.5–1.5 s)");
+    assert!(late > 100, "the late flow counted {late} samples");
+    let share = early as f64 / late as f64;
+    assert!(
+        (0.35..0.65).contains(&share),
+        "the early flow counted {early} samples against the late one's {late}"
+    );
+    let s = &r[0].0;
+    assert!(s.rtt_p50_ms > 0.0 && s.rtt_p50_ms <= s.rtt_p99_ms);
 }

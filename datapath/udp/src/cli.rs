@@ -193,7 +193,7 @@ pub fn print_ccp_counters(c: &CcpCounters) {
     );
 }
 
-/// The sender's outputs: `--json`, `--csv`, `--trace-interval`.
+/// The sender's outputs: `--json`, `--csv`, `--trace-interval`, `--rtt-from`.
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Write the per-flow summaries (with traces) as JSON here
@@ -205,6 +205,11 @@ pub struct OutputArgs {
     /// Trace sampling interval, e.g. 10ms
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10ms")]
     pub trace_interval: Duration,
+    /// Leave the RTT samples taken before this time (from the sender's start, the clock of a
+    /// flow's start=) out of the summaries' RTT percentiles, e.g. a warm-up; the smallest RTT
+    /// still counts every sample
+    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0s")]
+    pub rtt_from: Duration,
 }
 
 /// `--flows-out FILE`: every flow's start ([`FlowStart`]) as one JSON line,

@@ -141,6 +141,10 @@ pub struct SenderConfig {
     /// [`crate::rtt::DEFAULT_OWD_BASE_WINDOW_US`]; LEDBAT's base-delay history, RFC 6817
     /// §3.4.2).
     pub owd_base_window: Duration,
+    /// RTT samples taken before this time, on the sender's clock (the clock of
+    /// [`FlowSpec::start_after`]), are left out of the summary's RTT percentiles: a warm-up
+    /// (zero: every sample counts). The smallest RTT still counts every sample.
+    pub rtt_from: Duration,
 }
 
 impl Default for SenderConfig {
@@ -156,6 +160,7 @@ impl Default for SenderConfig {
             ecn: true,
             gso: true,
             owd_base_window: Duration::from_micros(DEFAULT_OWD_BASE_WINDOW_US),
+            rtt_from: Duration::ZERO,
         }
     }
 }
@@ -398,6 +403,9 @@ fn run_flow(
     };
     let ctrl = make(&meta);
     let mut flow = FlowSender::new(cfg, index, flow_id, sock, local, gso, ctrl, hs);
+    flow.rtt_from_us = (epoch + cfg.rtt_from)
+        .saturating_duration_since(flow.epoch)
+        .as_micros() as u64;
     let r = flow.run(stop, abort);
     flow.ctrl.close();
     r?;
@@ -429,6 +437,7 @@ fn unstarted_summary(
         rtt_p50_ms: 0.0,
         rtt_p95_ms: 0.0,
         rtt_p99_ms: 0.0,
+        rtt_samples: Some(0),
         srtt_ms: 0.0,
         owd_excess_mean_us: None,
         sent_packets: 0,
@@ -682,6 +691,8 @@ struct FlowSender<'a> {
     handshake_rtt_us: u64,
     rtt_samples: Vec<u32>,
     rtt_seen: u64,
+    /// The flow's time (µs since `epoch`) from which RTT samples enter the percentiles.
+    rtt_from_us: u64,
     owd: OneWayDelay,
     rng_state: u64,
     trace: Vec<TraceSample>,
@@ -786,6 +797,7 @@ impl<'a> FlowSender<'a> {
             handshake_rtt_us: hs.rtt_us,
             rtt_samples: Vec::new(),
             rtt_seen: 0,
+            rtt_from_us: 0,
             owd: OneWayDelay::new(cfg.owd_base_window.as_micros() as u64),
             rng_state: u64::from(flow_id) | 1,
             trace: Vec::new(),
@@ -1170,7 +1182,9 @@ impl<'a> FlowSender<'a> {
         if let Some(latest) = rtt_latest {
             let adjusted = self.rtt.update(latest, u64::from(a.ack_delay_us));
             s.rtt_us = adjusted;
-            self.record_rtt(adjusted);
+            if now >= self.rtt_from_us {
+                self.record_rtt(adjusted);
+            }
             // The echoed send timestamp and the receive timestamp are both of the largest
             // packet, the one this RTT sample is of.
             owd_us = Some(self.owd.update(now, a.echo_ts, a.recv_ts));
@@ -1774,6 +1788,7 @@ impl<'a> FlowSender<'a> {
             rtt_p50_ms: ms(percentile(&rtts, 0.50)),
             rtt_p95_ms: ms(percentile(&rtts, 0.95)),
             rtt_p99_ms: ms(percentile(&rtts, 0.99)),
+            rtt_samples: Some(self.rtt_seen),
             srtt_ms: self.rtt.smoothed() as f64 / 1e3,
             owd_excess_mean_us: self.owd.mean(),
             sent_packets: self.sent_packets,

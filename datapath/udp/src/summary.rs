@@ -70,12 +70,16 @@ pub struct SenderSummary {
     pub handshake_rtt_ms: f64,
     /// Minimum RTT, ms.
     pub rtt_min_ms: f64,
-    /// RTT percentiles over all samples, ms.
+    /// Median RTT, ms, over the samples the percentiles count: every sample, or those from
+    /// the sender's `rtt_from` on (0 without one).
     pub rtt_p50_ms: f64,
     /// 95th percentile RTT, ms.
     pub rtt_p95_ms: f64,
     /// 99th percentile RTT, ms.
     pub rtt_p99_ms: f64,
+    /// RTT samples the percentiles count (None: a summary written before this was recorded).
+    #[serde(default)]
+    pub rtt_samples: Option<u64>,
     /// Smoothed RTT at the end, ms.
     pub srtt_ms: f64,
     /// Mean relative one-way delay over the RTT samples, µs: receive minus send timestamp of
@@ -293,6 +297,7 @@ mod tests {
             rtt_p50_ms: 0.0,
             rtt_p95_ms: 0.0,
             rtt_p99_ms: 0.0,
+            rtt_samples: None,
             srtt_ms: 0.0,
             owd_excess_mean_us: Some(12.5),
             sent_packets: 0,

@@ -263,3 +263,60 @@ fn ipv6_loopback_transfer() {
         assert!(s[0].local.starts_with("[::1]"), "{}", s[0].local);
     });
 }
+
+#[test]
+fn rtt_percentiles_leave_out_the_samples_before_rtt_from() {
+    bounded(Duration::from_secs(30), || {
+        let rx = receiver(2);
+        // Two flows at one steady, capped rate (one RTT sample per ACK): the first from 0 to
+        // 1 s, the second from 0.5 to 1.5 s. With `rtt_from` at 0.5 s the first counts the
+        // samples of its second half only, the second all of its own.
+        let flow = |start_ms| FlowSpec {
+            amount: Amount::Duration(Duration::from_secs(1)),
+            algorithm: String::new(),
+            start_after: Duration::from_millis(start_ms),
+            rate_cap: Some(500_000),
+        };
+        let cfg = SenderConfig {
+            dest: rx.addr,
+            flows: vec![flow(0), flow(500)],
+            rtt_from: Duration::from_millis(500),
+            ..SenderConfig::default()
+        };
+        let s = send(&cfg, &reno).expect("transfer");
+        let r = rx.join().expect("receiver");
+        for f in &s {
+            println!(
+                "{}: {} RTT samples counted",
+                describe(f),
+                f.rtt_samples.unwrap_or(0)
+            );
+            let rf = r.flows.iter().find(|x| x.flow_id == f.flow_id).unwrap();
+            assert_intact(f, rf);
+            assert!(f.rtt_min_ms > 0.0);
+        }
+        let (early, late) = (s[0].rtt_samples.unwrap(), s[1].rtt_samples.unwrap());
+        assert!(late > 100, "the late flow counted {late} samples");
+        let share = early as f64 / late as f64;
+        assert!(
+            (0.35..0.65).contains(&share),
+            "the early flow counted {early} samples against the late one's {late}"
+        );
+        assert!(s[0].rtt_p50_ms > 0.0 && s[0].rtt_p50_ms <= s[0].rtt_p99_ms);
+
+        // A start after the flow's end leaves no sample in the percentiles, and says so.
+        let rx = receiver(1);
+        let cfg = SenderConfig {
+            rtt_from: Duration::from_secs(60),
+            ..one_flow(rx.addr, Amount::Bytes(1_000_000))
+        };
+        let s = send(&cfg, &reno).expect("transfer");
+        rx.join().expect("receiver");
+        assert_eq!(s[0].rtt_samples, Some(0));
+        assert_eq!(s[0].rtt_p99_ms, 0.0);
+        assert!(
+            s[0].rtt_min_ms > 0.0,
+            "the smallest RTT counts every sample"
+        );
+    });
+}

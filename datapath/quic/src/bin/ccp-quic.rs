@@ -173,6 +173,7 @@ fn send(a: SendArgs) -> Result<()> {
         flows,
         handshake_timeout: a.handshake_timeout,
         trace_interval: a.out.trace_interval,
+        rtt_from: a.out.rtt_from,
         ..SenderConfig::default()
     };
     let plane = a.ccp.start()?.map(Arc::new);

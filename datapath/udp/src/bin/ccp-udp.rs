@@ -35,7 +35,7 @@ enum Command {
     /// Receive flows, verify each byte stream against the sender's hash, print a summary
     Recv(RecvArgs),
     /// Send one or more flows under CCP control
-    Send(SendArgs),
+    Send(Box<SendArgs>),
     /// Relay UDP between a client and a server, dropping, reordering and duplicating packets
     Relay(RelayArgs),
 }
@@ -176,6 +176,7 @@ fn send(a: SendArgs) -> Result<()> {
         ecn: !a.no_ecn,
         gso: !a.no_gso,
         owd_base_window: a.owd_base_window,
+        rtt_from: a.out.rtt_from,
         ..SenderConfig::default()
     };
     let plane = a.ccp.start()?;
@@ -264,7 +265,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     cli.log.init();
     match cli.command {
-        Command::Send(a) => send(a),
+        Command::Send(a) => send(*a),
         Command::Recv(a) => recv(a),
         Command::Relay(a) => relay(a),
     }
