@@ -63,7 +63,8 @@
 //!   max_packets,qdelay_count,qdelay_mean_ns,qdelay_p50_ns,qdelay_p99_ns,qdelay_max_ns`.
 //!   Queues are named `from->to` (e.g. `left->right`, `leaf0->spine2`, `h3->leaf0`). Queueing
 //!   delay runs from enqueue to the start of transmission (trace links: to departure); mean and
-//!   max are exact, quantiles are bucket upper edges (within 6.25 %).
+//!   max are exact, quantiles are bucket upper edges (within 6.25 %). With
+//!   `output.histograms_from` the delay columns count only the packets dequeued from then on.
 //! * `qdelay_hist.csv`: `queue,lo_ns,hi_ns,count` per non-empty histogram bucket (`lo`
 //!   inclusive, `hi` exclusive; exact below 16 ns, 16 buckets per power of two above).
 //! * `queue_series.csv`: `time_ns,queue,bytes,packets,tx_bytes,drops,marks`; occupancy at

@@ -56,8 +56,11 @@ pub struct Queue {
     rng: ChaCha8Rng,
     /// Whole-run counters.
     pub counters: QueueCounters,
-    /// Per-packet queueing delay (when recorded).
+    /// Per-packet queueing delay (when recorded), of the packets dequeued from
+    /// `qdelay_from` (ns) on.
     pub qdelay: Option<Histogram>,
+    /// Packets dequeued before this time (ns) stay out of `qdelay`: a warm-up.
+    pub qdelay_from: u64,
     /// Counters since the last sample: tx bytes, drops, marks.
     pub interval: (u64, u64, u64),
 }
@@ -73,6 +76,7 @@ impl Queue {
             rng,
             counters: QueueCounters::default(),
             qdelay: record_delay.then(Histogram::new),
+            qdelay_from: 0,
             interval: (0, 0, 0),
         }
     }
@@ -184,7 +188,9 @@ impl Queue {
     pub fn dequeue(&mut self, now: u64) -> Option<Packet> {
         let (t, p) = self.items.pop_front()?;
         self.bytes -= u64::from(p.size);
-        if let Some(h) = &mut self.qdelay {
+        if let Some(h) = &mut self.qdelay
+            && now >= self.qdelay_from
+        {
             h.record(now - t);
         }
         Some(p)
@@ -467,6 +473,25 @@ mod tests {
 
     fn rng() -> ChaCha8Rng {
         ChaCha8Rng::seed_from_u64(1)
+    }
+
+    #[test]
+    fn the_delay_histogram_leaves_out_packets_dequeued_before_qdelay_from() {
+        let cfg = QueueCfg {
+            capacity: None,
+            ecn_k: None,
+            red: None,
+        };
+        let mut q = Queue::new(cfg, rng(), true);
+        q.qdelay_from = 100;
+        for t in [0, 10, 20] {
+            assert!(q.enqueue(t, pkt(1500)));
+        }
+        q.dequeue(90).unwrap(); // waited 90, before the warm-up's end: not counted
+        q.dequeue(100).unwrap(); // waited 90, at its end: counted
+        q.dequeue(125).unwrap(); // waited 105
+        let h = q.qdelay.as_ref().unwrap();
+        assert_eq!((h.count(), h.max()), (2, 105));
     }
 
     #[test]

@@ -917,6 +917,10 @@ pub struct OutputSpec {
     /// Restrict queue series and histograms to these queues (`from->to` names); empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<String>,
+    /// Leave the packets that leave a queue before this time out of its delay histogram (and
+    /// the `qdelay_*` columns of queues.csv): a warm-up. Default 0: the whole run.
+    #[serde(default, skip_serializing_if = "is_zero_dur")]
+    pub histograms_from: Dur,
 }
 
 fn default_step() -> Dur {
@@ -930,6 +934,7 @@ impl Default for OutputSpec {
             flow_series: SeriesFlows::Listed,
             queue_series: true,
             queues: vec![],
+            histograms_from: Dur(0),
         }
     }
 }

@@ -329,14 +329,16 @@ impl World {
                 buffer_text: sp.buffer.map(|a| a.to_string()).unwrap_or_default(),
             };
             let id = i as u32;
-            ports.push(Port::new(
+            let mut port = Port::new(
                 id,
                 cfg,
                 rng_for(seed, STREAM_QUEUE, i as u64),
                 rng_for(seed, STREAM_WIRE, i as u64),
                 selected[i],
                 &mut ev,
-            ));
+            );
+            port.queue.qdelay_from = s.output.histograms_from.0;
+            ports.push(port);
         }
         let t = &s.transport;
         let sender_cfg = SenderCfg {
