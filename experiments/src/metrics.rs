@@ -15,10 +15,12 @@
 //!   goodput is known, goodput over capacity.
 //! * `loss_rate`: packets the senders retransmitted (sim) or declared lost (udp) over packets
 //!   sent.
-//! * `rtt_pXX_ms`: RTT percentiles (per ACK where the backend measures them, else over the
-//!   sampled time series); `qdelay_pXX_ms`: queueing delay (per packet at the bottleneck in the
-//!   simulator; elsewhere RTT minus the base or minimum RTT); `owd_pXX_ms`: one-way delay, the
-//!   propagation delay plus the queueing delay.
+//! * `rtt_pXX_ms`: RTT percentiles after the warm-up (per ACK where the backend measures them,
+//!   the sender leaving out the samples before the warm-up; else over the time-series samples
+//!   whose interval ends after it); `qdelay_pXX_ms`: queueing delay (per packet at the
+//!   bottleneck in the simulator, of the packets that leave it after the warm-up; elsewhere RTT
+//!   minus the base or minimum RTT); `owd_pXX_ms`: one-way delay, the propagation delay plus
+//!   the queueing delay.
 //! * `fwd_qdelay_pXX_ms`: the forward path's queueing delay measured from one-way delays
 //!   (ccp-udp flows, on the udp and emu backends): each time-series sample carries the
 //!   mean one-way delay in excess of the flow's smallest over the RTT samples since the
@@ -236,8 +238,11 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         } else {
             0.0
         };
+        // Like the goodput, the delays are of the time after the warm-up: samples whose
+        // interval ends after it.
         let rtt: Vec<f64> = samples
             .iter()
+            .filter(|s| s.t_s > warm)
             .map(|s| s.rtt_ms)
             .filter(|r| *r > 0.0)
             .collect();
@@ -929,6 +934,55 @@ mod tests {
         // Without the warm-up, the 40-ms samples count.
         let (m0, _) = compute(&d, &MetricsSpec::default());
         assert_eq!(m0["fwd_qdelay_p99_ms"], 40.0, "{m0:?}");
+    }
+
+    #[test]
+    fn rtt_and_queueing_percentiles_are_of_the_time_after_the_warm_up() {
+        // A flow whose sampled RTT is 80 ms during the 2-s warm-up (slow start's queue) and
+        // 25 ms after it, over a 20-ms base RTT; and a ccp-udp flow whose sender already left
+        // the warm-up out of its per-ACK percentiles, one whose sender counted no sample after
+        // it.
+        let mut d = RunData {
+            end_s: 10.0,
+            ..RunData::default()
+        };
+        d.flows.push(flow("cubic", 0.0, 10.0, 1_000_000));
+        d.flows.push(FlowData {
+            base_rtt_ms: None,
+            rtt_min_ms: Some(20.0),
+            rtt_pct_ms: Some([22.0, 24.0, 26.0]),
+            ..flow("vegas", 0.0, 10.0, 1_000_000)
+        });
+        d.flows.push(FlowData {
+            base_rtt_ms: None,
+            rtt_min_ms: Some(20.0),
+            has_series: false,
+            ..flow("ledbat", 0.0, 1.0, 1_000)
+        });
+        for k in 1..=100 {
+            let t = k as f64 * 0.1;
+            d.series.push(Sample {
+                t_s: t,
+                flow: 0,
+                rtt_ms: if t <= 2.0 { 80.0 } else { 25.0 },
+                delivered: k * 10_000,
+                ..Sample::default()
+            });
+        }
+        let spec = MetricsSpec {
+            warmup_us: 2_000_000,
+            ..MetricsSpec::default()
+        };
+        let (m, rows) = compute(&d, &spec);
+        assert_eq!(rows[0].rtt_p99_ms, Some(25.0), "{rows:?}");
+        assert_eq!(rows[0].qdelay_p95_ms, Some(5.0), "{rows:?}");
+        assert_eq!(m["rtt_p99_ms:alg=cubic"], 25.0, "{m:?}");
+        assert_eq!(rows[1].rtt_p95_ms, Some(24.0), "{rows:?}");
+        assert_eq!(rows[1].qdelay_p50_ms, Some(2.0), "{rows:?}");
+        assert_eq!(rows[2].rtt_p50_ms, None, "{rows:?}");
+        // Without the warm-up the slow start's 80 ms count.
+        let (_, rows0) = compute(&d, &MetricsSpec::default());
+        assert_eq!(rows0[0].rtt_p99_ms, Some(80.0), "{rows0:?}");
     }
 
     #[test]

@@ -440,7 +440,8 @@ pub struct Ratio {
 /// What to compute beyond the defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricsSpec {
-    /// Time excluded from goodput and utilisation at the start of a run, µs.
+    /// Time excluded from goodput, utilisation and the delay percentiles at the start of a
+    /// run, µs.
     pub warmup_us: u64,
     /// Upper edges of the FCT size buckets, bytes (a last bucket takes the rest).
     pub fct_buckets: Vec<u64>,

@@ -413,7 +413,7 @@ fn a_short_run_over_udp_on_loopback_with_the_real_agent() {
     let recipe = dir.path().join("udp.yaml");
     std::fs::write(
         &recipe,
-        "name: loop\nbackend: udp\nduration: 2s\nlink: {delay: 2ms}\nflows:\n  - {algorithm: reno}\n  - {algorithm: cubic, params: {beta: 0.8}}\n  - {algorithm: reno, size: 5MB, deadline: 2s}\n",
+        "name: loop\nbackend: udp\nduration: 2s\nlink: {delay: 2ms}\nmetrics: {warmup: 300ms}\nflows:\n  - {algorithm: reno}\n  - {algorithm: cubic, params: {beta: 0.8}}\n  - {algorithm: reno, size: 5MB, deadline: 2s, start: 400ms}\n",
     )
     .unwrap();
     let out = dir.path().join("results");
@@ -431,6 +431,25 @@ fn a_short_run_over_udp_on_loopback_with_the_real_agent() {
     }
     assert_eq!(flows[2]["completed"], true);
     assert!(flows[2]["fct_ms"].is_number());
+    // The senders' per-ACK RTT percentiles leave the warm-up out, as the goodput does: the
+    // flows that started at 0 count fewer samples than they had ACKs, the one that started
+    // after the warm-up about all of them (an ACK that acknowledges no newer packet gives none).
+    let r0 = out.join("runs/loop/p00/r0");
+    let args = std::fs::read_to_string(r0.join("raw/send.args")).unwrap();
+    assert!(args.contains("--rtt-from 300000us"), "{args}");
+    let sent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r0.join("raw/send.json")).unwrap()).unwrap();
+    for f in sent["flows"].as_array().unwrap() {
+        let (n, acks) = (
+            f["rtt_samples"].as_u64().unwrap(),
+            f["acks"].as_u64().unwrap(),
+        );
+        if f["flow"] == 2 {
+            assert!(n * 10 >= acks * 9 && n > 0, "{n} samples, {acks} acks");
+        } else {
+            assert!(n > 0 && n < acks, "{n} samples, {acks} acks");
+        }
+    }
     assert!(
         run["metrics"]["ratio:alg=cubic/reno"].is_number(),
         "{}",

@@ -227,6 +227,8 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
             flow_series: SeriesFlows::Listed,
             queue_series: true,
             queues: vec![BOTTLENECK.to_string()],
+            // The bottleneck's delay percentiles, like the goodput, after the warm-up.
+            histograms_from: Dur(r.metrics.warmup_us * 1000),
         },
     })
 }

@@ -177,6 +177,10 @@ struct SenderFlow {
     rtt_p50_ms: f64,
     rtt_p95_ms: f64,
     rtt_p99_ms: f64,
+    /// RTT samples the percentiles count (after the warm-up: `--rtt-from`); absent from a
+    /// summary of a sender from before it wrote the count.
+    #[serde(default)]
+    rtt_samples: Option<u64>,
     sent_packets: u64,
     lost_packets: u64,
     completed: bool,
@@ -509,7 +513,13 @@ pub(crate) fn to_run_data_of(
             lost_packets: f.lost_packets,
             base_rtt_ms: None,
             rtt_min_ms: Some(f.rtt_min_ms),
-            rtt_pct_ms: Some([f.rtt_p50_ms, f.rtt_p95_ms, f.rtt_p99_ms]),
+            // A flow with no RTT sample after the warm-up has no percentiles (its summary's
+            // zeros are no measurement).
+            rtt_pct_ms: (f.rtt_samples != Some(0)).then_some([
+                f.rtt_p50_ms,
+                f.rtt_p95_ms,
+                f.rtt_p99_ms,
+            ]),
             deadline_s: spec.deadline_us.map(|d| d as f64 / 1e6),
             min_rate_bps: spec.min_rate.map(|m| m as f64 * 8.0),
             has_series: !f.trace.is_empty(),
@@ -573,6 +583,11 @@ pub(crate) fn sender_command(
         ])
         .arg("--json")
         .arg(raw.join(format!("{stem}.json")));
+    if r.metrics.warmup_us > 0 {
+        // The RTT percentiles, like the goodput, cover the time after the warm-up (the
+        // sender's clock is the run's: the flows' starts count from it).
+        cmd.args(["--rtt-from", &format!("{}us", r.metrics.warmup_us)]);
+    }
     for f in flows {
         cmd.args(["--flow", f]);
     }
