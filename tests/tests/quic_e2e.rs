@@ -38,7 +38,10 @@
 //! 3 s later. A 6-MB flow averaged 12.0 Mbit/s (63 %) after an end at 2.3 Mbit/s, and one run
 //! in about 130 here, and one in CI, averaged 8.9 Mbit/s (47 %), what an end at 1.2 Mbit/s
 //! gives. So the learners carry 12 MB, their whole flow is only asked to be well under way, and
-//! their second half to be near the link.
+//! their second half to be near the link. The fits are not the receiver's ACK delay: backed out
+//! of s2n-quic's smoothed RTT (RFC 9002's adjusted sample), it was 7–9 µs at the median and
+//! 9–12 µs at p95 on loopback at 1, 5 and 20 Mbit/s, against RTT samples spread over
+//! 0.27–0.64 ms (p5–p95).
 
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{Testbed, TestbedConfig, cleanup};
