@@ -37,13 +37,15 @@
 //! - `W_min` uses the last RTT the datapath measured (the report's mean sample), so a flow at
 //!   `W_min` sends at θ whatever the queueing delay.
 //!
-//! With ω = 1 and θ = 0 every law above is Reno's with β = ½ (a unit test drives both with the
-//! same reports and compares the windows report by report), Reno's `limited-growth` off: PACCP
-//! grows on every acknowledged byte, whether or not its window limits the flow, as the paper's
-//! eqs. 17–18 state its law. ([`crate::reno`] by default grows only while the window limits the
-//! flow, as Linux's Reno does; the paper's testbed code, a modified Linux Reno, would inherit
-//! that check. PACCP's figures were measured without it; its flows, long-lived or sized and
-//! backlogged, are limited by their window until their last bytes are sent.)
+//! With ω = 1 and θ = 0 every law above is Reno's with β = ½ (unit tests drive both with the
+//! same reports and compare the windows report by report, with `limited-growth` on and off).
+//! - **Growth only while the window limits the flow** (`limited-growth`, on by default, as
+//!   [`crate::reno`]'s): the laws above apply to the bytes acknowledged while the window is
+//!   what holds the flow back (the rule of [`crate::window`], Linux's `tcp_is_cwnd_limited`);
+//!   a flow held back by its application, such as a VM's flow that sends less than its share,
+//!   keeps its window instead of raising it without bound. The paper's eqs. 17–18 give the
+//!   laws per epoch and say nothing of such flows; its testbed code, a modified Linux Reno,
+//!   inherits Linux's check. Off: growth on every acknowledged byte.
 //!
 //! # Run-time parameter changes
 //!
@@ -88,6 +90,7 @@ pub const PARAMS: &[ParamSpec] = &[
     },
     window::INIT_CWND,
     window::MIN_CWND,
+    window::LIMITED_GROWTH,
     ParamSpec {
         key: "ecn",
         unit: Unit::Bool,
@@ -124,6 +127,8 @@ pub struct PaccpConfig {
     pub min_cwnd_pkts: u32,
     /// ECN echoes count as congestion.
     pub ecn: bool,
+    /// Grow only while the window limits the flow ([`window::LIMITED_GROWTH`]).
+    pub limited_growth: bool,
 }
 
 impl Default for PaccpConfig {
@@ -142,6 +147,7 @@ impl PaccpConfig {
             init_cwnd_pkts: packets(p.get("init-cwnd")),
             min_cwnd_pkts: packets(p.get("min-cwnd")),
             ecn: p.flag("ecn"),
+            limited_growth: p.flag("limited-growth"),
         };
         c.set_class(p);
         c
@@ -335,6 +341,10 @@ impl WindowAlgorithm for Paccp {
         self.cwnd = self.cwnd.min(MAX_CWND);
     }
 
+    fn limited_growth(&self) -> bool {
+        self.cfg.limited_growth
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
@@ -364,7 +374,7 @@ impl Controller for Paccp {
             {
                 self.on_loss()
             }
-            event => self.apply(event),
+            event => self.respond(event),
         }
         Decision::cwnd(self.cwnd())
     }
@@ -454,14 +464,17 @@ mod tests {
     use super::*;
     use crate::controller::Fused;
     use crate::reno::{Reno, RenoConfig};
-    use crate::test_support::{self, MSS, START, report};
+    use crate::test_support::{self, MSS, START, report, window_full};
 
     const RTT: u64 = 100_000;
 
+    /// The laws alone: growth on every acknowledged byte (the reports of these tests say
+    /// nothing of the flight).
     fn cfg(theta: f64, omega: f64) -> PaccpConfig {
         PaccpConfig {
             theta,
             omega,
+            limited_growth: false,
             ..PaccpConfig::default()
         }
     }
@@ -511,6 +524,71 @@ mod tests {
                 assert_eq!(r.ssthresh(), p.ssthresh(), "seed {seed}, report {i}");
             }
         }
+    }
+
+    #[test]
+    fn with_limited_growth_the_be_class_is_renos_limited_growth_too() {
+        // Reports as a datapath gives them: the window full before every other report's ACKs
+        // (the flow limited by it), the others with next to nothing in flight (held back by its
+        // application).
+        let mut s = 7u64;
+        let mut p = started(PaccpConfig {
+            limited_growth: true,
+            ..cfg(0.0, 1.0)
+        });
+        let mut r = Reno::new(RenoConfig::default());
+        assert!(r.limited_growth());
+        r.on_start(&START);
+        let mut now = 0;
+        for i in 0..1000 {
+            now += RTT;
+            let w = u64::from(r.cwnd());
+            let acked = w / 2 + xorshift(&mut s) % (w / 2 + 1);
+            let mut m = report(now, acked, 0, RTT);
+            if i % 2 == 0 {
+                m = window_full(m, r.cwnd());
+            }
+            if xorshift(&mut s).is_multiple_of(8) {
+                m.lost_packets = 1;
+            }
+            assert_eq!(
+                r.on_measurement(&m),
+                p.on_measurement(&m),
+                "report {i}: {m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_application_limited_flow_keeps_its_window() {
+        // An MRG flow far below W_min would grow by r_cos per epoch; with 2 packets in flight
+        // and its window unfilled it holds the window, and grows once it fills it.
+        let mut p = started(PaccpConfig {
+            limited_growth: true,
+            ..cfg(1e12, 2.0)
+        });
+        p.on_measurement(&report(1, 0, 0, RTT));
+        let w0 = p.cwnd();
+        let mut now = 1;
+        for _ in 0..50 {
+            now += RTT;
+            let mut m = report(now, 2 * MSS, 0, RTT);
+            m.bytes_in_flight = 0;
+            p.on_measurement(&m);
+        }
+        assert_eq!(p.cwnd(), w0);
+        now += RTT;
+        p.on_measurement(&window_full(report(now, u64::from(w0), 0, RTT), w0));
+        assert!(p.cwnd() > 2 * w0, "{} after {w0}", p.cwnd());
+        // Without the rule the same unfilled reports raise it.
+        let mut q = started(cfg(1e12, 2.0));
+        q.on_measurement(&report(1, 0, 0, RTT));
+        for k in 0..50 {
+            let mut m = report(1 + (k + 1) * RTT, 2 * MSS, 0, RTT);
+            m.bytes_in_flight = 0;
+            q.on_measurement(&m);
+        }
+        assert!(q.cwnd() > 10 * w0, "{}", q.cwnd());
     }
 
     #[test]
