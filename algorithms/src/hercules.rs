@@ -79,9 +79,7 @@
 //! moves Fig. 12's ratio from 2.14 to 1.79, not into the paper's band
 //! (docs/results/hercules.md).
 
-use crate::controller::{
-    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
-};
+use crate::controller::{Controller, Decision, FlowStart, Fused};
 use crate::mi::{
     Amplifier, GradientFilter, InitialRate, LossFilter, LossTest, MAX_RATE, MBIT, MiConfig,
     MiEngine, MiLength, MiStats, Role, RttBase, Utility,
@@ -646,9 +644,7 @@ impl Controller for Hercules {
         "hercules"
     }
 
-    fn mode(&self) -> ControlMode {
-        ControlMode::Rate
-    }
+    crate::mi::engine_controller!(delegate);
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
         let mss = if start.mss > 0 {
@@ -660,31 +656,6 @@ impl Controller for Hercules {
         let r0 = a.min(self.init_packets * mss * 1e6 / self.init_rtt_us);
         self.engine.config_mut().initial_rate = InitialRate::Fixed(r0);
         self.engine.start(start)
-    }
-
-    fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        self.engine.on_measurement(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        self.engine.calibrate(fused);
-    }
-
-    fn take_over(&mut self, handed: &TakeOver) {
-        self.engine
-            .take_over(handed.fused, handed.ssthresh.is_some());
-    }
-
-    fn ssthresh(&self) -> Option<u32> {
-        self.engine.threshold()
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.engine.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        Some(self.engine.rate().round() as u64)
     }
 
     fn set_params(&mut self, params: &ParamSet) -> Result<(), String> {

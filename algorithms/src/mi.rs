@@ -2818,3 +2818,46 @@ mod tests {
         assert!((50.0..70.0).contains(&base), "{base}");
     }
 }
+
+/// The [`crate::controller::Controller`] methods every learner on the engine answers from its
+/// `engine` field alone: the mode (rate), `ssthresh`, `cwnd` and `rate`; with `delegate`, also
+/// `on_measurement`, `calibrate` and `take_over`, handed to the engine as they are.
+macro_rules! engine_controller {
+    () => {
+        fn mode(&self) -> $crate::controller::ControlMode {
+            $crate::controller::ControlMode::Rate
+        }
+
+        fn ssthresh(&self) -> Option<u32> {
+            self.engine.threshold()
+        }
+
+        fn cwnd(&self) -> u32 {
+            self.engine.cwnd()
+        }
+
+        fn rate(&self) -> Option<u64> {
+            Some(self.engine.rate().round() as u64)
+        }
+    };
+    (delegate) => {
+        $crate::mi::engine_controller!();
+
+        fn on_measurement(
+            &mut self,
+            m: &$crate::controller::Measurement,
+        ) -> $crate::controller::Decision {
+            self.engine.on_measurement(m)
+        }
+
+        fn calibrate(&mut self, fused: $crate::controller::Fused) {
+            self.engine.calibrate(fused);
+        }
+
+        fn take_over(&mut self, handed: &$crate::controller::TakeOver) {
+            self.engine
+                .take_over(handed.fused, handed.ssthresh.is_some());
+        }
+    };
+}
+pub(crate) use engine_controller;

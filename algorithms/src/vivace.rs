@@ -68,9 +68,7 @@
 //! smoothed RTT and ignored before any RTT sample. Calibrating to Vivace's own rate changes
 //! nothing.
 
-use crate::controller::{
-    ControlMode, Controller, Decision, FlowStart, Fused, Measurement, TakeOver,
-};
+use crate::controller::{Controller, Decision, FlowStart};
 use crate::mi::{
     Amplifier, GradientFilter, InitialRate, LossFilter, MAX_RATE, MBIT, MiConfig, MiEngine,
     MiLength, MiStats, RttBase, Utility,
@@ -344,43 +342,17 @@ impl Controller for Vivace {
         "vivace"
     }
 
-    fn mode(&self) -> ControlMode {
-        ControlMode::Rate
-    }
+    crate::mi::engine_controller!(delegate);
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
         self.engine.start(start)
-    }
-
-    fn on_measurement(&mut self, m: &Measurement) -> Decision {
-        self.engine.on_measurement(m)
-    }
-
-    fn calibrate(&mut self, fused: Fused) {
-        self.engine.calibrate(fused);
-    }
-
-    fn take_over(&mut self, handed: &TakeOver) {
-        self.engine
-            .take_over(handed.fused, handed.ssthresh.is_some());
-    }
-
-    fn ssthresh(&self) -> Option<u32> {
-        self.engine.threshold()
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.engine.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        Some(self.engine.rate().round() as u64)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::ControlMode;
     use crate::mi::testpath::FluidPath;
     use crate::mi::{Role, State};
 

@@ -742,9 +742,7 @@ impl Controller for VivaceDistributed {
         SPEC.name
     }
 
-    fn mode(&self) -> ControlMode {
-        ControlMode::Rate
-    }
+    crate::mi::engine_controller!();
 
     fn on_start(&mut self, start: &FlowStart) -> Decision {
         let decision = self.engine.start(start);
@@ -792,18 +790,6 @@ impl Controller for VivaceDistributed {
         h.decision.rate = Some(self.engine.base_rate().round() as u64);
         h.decision.cwnd = Some(self.engine.cwnd());
         h.handed = Some(*handed);
-    }
-
-    fn ssthresh(&self) -> Option<u32> {
-        self.engine.threshold()
-    }
-
-    fn cwnd(&self) -> u32 {
-        self.engine.cwnd()
-    }
-
-    fn rate(&self) -> Option<u64> {
-        Some(self.engine.rate().round() as u64)
     }
 }
 
