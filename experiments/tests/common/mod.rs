@@ -39,7 +39,8 @@ pub fn run_json(run_dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Column `col` of `series.csv` in `run_dir` (2: goodput, Mbit/s; 3: window, kB; 4: RTT, ms)
+/// Column `col` of `series.csv` in `run_dir` (0: time, s; 2: goodput, Mbit/s; 3: window, kB;
+/// 4: RTT, ms)
 /// for `flow`, over the samples in (from, to] s.
 #[allow(dead_code)]
 pub fn series_column(
@@ -61,13 +62,29 @@ pub fn series_column(
         .collect()
 }
 
-/// Mean goodput (Mbit/s) of `flow` over the samples in (from, to] s of the `series.csv` in
-/// `run_dir`; fails the test if there is none.
+/// Mean goodput (Mbit/s) of `flow` over (from, to] s from the `series.csv` in `run_dir`: each
+/// sample's goodput weighted by the interval it covers (since the previous sample, or `from`;
+/// a flow's first sample, as long as the gap to its second), so that samples taken at uneven
+/// times (a sampler woken late) do not bias it; fails the test if there is none.
 #[allow(dead_code)]
 pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) -> f64 {
-    let v = series_column(run_dir, flow, 2, from, to);
-    assert!(!v.is_empty(), "flow {flow}: no samples in ({from}, {to}] s");
-    v.iter().sum::<f64>() / v.len() as f64
+    let t = series_column(run_dir, flow, 0, f64::NEG_INFINITY, to);
+    let g = series_column(run_dir, flow, 2, f64::NEG_INFINITY, to);
+    let (mut bits, mut span) = (0.0, 0.0);
+    for (i, (&ti, &gi)) in t.iter().zip(&g).enumerate() {
+        if ti <= from {
+            continue;
+        }
+        let prev = match i {
+            0 => t.get(1).map_or(from, |t1| ti - (t1 - ti)),
+            _ => t[i - 1],
+        };
+        let dt = ti - prev.max(from);
+        bits += gi * dt;
+        span += dt;
+    }
+    assert!(span > 0.0, "flow {flow}: no samples in ({from}, {to}] s");
+    bits / span
 }
 
 /// Why an emulator run with kernel Cubic flows cannot happen here, if it cannot: not root or
