@@ -265,7 +265,9 @@ async fn run_flow(
         Amount::Bytes(total) => total.saturating_sub(offset),
     };
     probe.set_unwritten(unwritten(0));
-    probe.set_rtt_from(rtt_from);
+    if !cfg.rtt_from.is_zero() {
+        probe.set_rtt_from(rtt_from);
+    }
     let mtu = mtu_for(cfg.mss, &cfg.dest)?;
     // Which stream bytes the receiver acknowledged, for the trace.
     let acked = AckSubscriber::default();
