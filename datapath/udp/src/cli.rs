@@ -45,7 +45,9 @@ impl LogArgs {
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         let b = tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_writer(std::io::stderr);
+            .with_writer(std::io::stderr)
+            // Colours only on a terminal: a log redirected to a file stays plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
         match self.log_format {
             LogFormat::Json => b.json().flatten_event(true).init(),
             LogFormat::Text => b.init(),
