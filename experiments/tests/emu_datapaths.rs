@@ -27,7 +27,7 @@ fn paced_sum(run_dir: &Path, from_s: f64) -> f64 {
                 .expect("trace")
                 .iter()
                 .filter(|t| t["t_s"].as_f64().unwrap_or(0.0) >= from_s)
-                .filter_map(|t| t["pacing_rate_bps"].as_f64())
+                .filter_map(|t| t["pacing_rate_Bps"].as_f64())
                 .collect();
             assert!(
                 !r.is_empty(),

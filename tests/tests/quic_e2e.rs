@@ -281,7 +281,7 @@ fn loopback_pacing_follows_the_agents_rate() {
         .unwrap()
         .iter()
         .filter(|t| t["t_s"].as_f64().unwrap() >= 1.0)
-        .filter_map(|t| t["pacing_rate_bps"].as_f64())
+        .filter_map(|t| t["pacing_rate_Bps"].as_f64())
         .map(|r| r * 8.0 / 1e6)
         .collect();
     assert!(!rates.is_empty(), "the agent set no pacing rate: {f}");

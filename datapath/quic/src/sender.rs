@@ -584,7 +584,7 @@ async fn sample(
                 trace.push(TraceSample {
                     t_s: now.saturating_duration_since(t0).as_secs_f64(),
                     cwnd_bytes: s.cwnd,
-                    pacing_rate_bps: s.rate,
+                    pacing_rate_bytes_per_s: s.rate,
                     srtt_us: s.srtt_us,
                     bytes_in_flight: u64::from(s.bytes_in_flight),
                     delivered_bytes: in_order,

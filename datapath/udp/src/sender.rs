@@ -1028,7 +1028,7 @@ impl<'a> FlowSender<'a> {
         self.trace.push(TraceSample {
             t_s: now as f64 / 1e6,
             cwnd_bytes: self.ctrl.cwnd(),
-            pacing_rate_bps: self.ctrl.pacing_rate(),
+            pacing_rate_bytes_per_s: self.ctrl.pacing_rate(),
             srtt_us: self.rtt.smoothed(),
             bytes_in_flight: self.bytes_in_flight,
             delivered_bytes: self.cum_acked,

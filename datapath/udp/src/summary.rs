@@ -16,8 +16,11 @@ pub struct TraceSample {
     pub t_s: f64,
     /// Congestion window the controller set, bytes.
     pub cwnd_bytes: u32,
-    /// Pacing rate the controller set, bytes/s (None: window-limited).
-    pub pacing_rate_bps: Option<u64>,
+    /// Pacing rate the controller set, bytes/s (None: window-limited). Written
+    /// `pacing_rate_Bps` (bytes: `B`, as ccp-sim's `rate_Bps`); summaries from before read under
+    /// their old name, `pacing_rate_bps`, which held bytes/s too.
+    #[serde(rename = "pacing_rate_Bps", alias = "pacing_rate_bps")]
+    pub pacing_rate_bytes_per_s: Option<u64>,
     /// Smoothed RTT, µs.
     pub srtt_us: u64,
     /// Bytes in flight.
@@ -186,7 +189,7 @@ pub struct Arrival {
 
 /// Header line of [`write_trace_csv`].
 pub const TRACE_CSV_HEADER: &str =
-    "flow_id,t_s,cwnd_bytes,pacing_rate_bps,srtt_us,bytes_in_flight,delivered_bytes,controller";
+    "flow_id,t_s,cwnd_bytes,pacing_rate_Bps,srtt_us,bytes_in_flight,delivered_bytes,controller";
 
 impl SenderSummary {
     /// Writes this flow's trace as CSV rows (without header).
@@ -205,7 +208,9 @@ pub fn write_trace_rows(w: &mut dyn Write, flow_id: u32, trace: &[TraceSample]) 
             flow_id,
             s.t_s,
             s.cwnd_bytes,
-            s.pacing_rate_bps.map(|r| r.to_string()).unwrap_or_default(),
+            s.pacing_rate_bytes_per_s
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
             s.srtt_us,
             s.bytes_in_flight,
             s.delivered_bytes,
@@ -273,7 +278,7 @@ mod tests {
         let s = TraceSample {
             t_s: 0.01,
             cwnd_bytes: 14480,
-            pacing_rate_bps: None,
+            pacing_rate_bytes_per_s: None,
             srtt_us: 50,
             bytes_in_flight: 1448,
             delivered_bytes: 0,
@@ -340,6 +345,15 @@ mod tests {
             "bytes_in_flight":0,"delivered_bytes":10,"controller":"agent:reno"}"#;
         let s: TraceSample = serde_json::from_str(old).unwrap();
         assert_eq!(s.owd_excess_us, None);
+        // The pacing rate's old name (bytes/s then as now) still reads; it is written as
+        // `pacing_rate_Bps`.
+        let paced: TraceSample = serde_json::from_str(
+            &old.replace("\"pacing_rate_bps\":null", "\"pacing_rate_bps\":125000"),
+        )
+        .unwrap();
+        assert_eq!(paced.pacing_rate_bytes_per_s, Some(125_000));
+        let json = serde_json::to_string(&paced).unwrap();
+        assert!(json.contains("\"pacing_rate_Bps\":125000"), "{json}");
         assert_eq!(s.received_bytes, None);
         // An interval without a figure writes no field; one with a figure keeps it.
         let json = serde_json::to_string(&s).unwrap();

@@ -44,7 +44,11 @@ fn paced(rate: u64) {
         "receiver goodput off by {:.1} %",
         rerr * 100.0
     );
-    assert!(s[0].trace.iter().all(|t| t.pacing_rate_bps == Some(rate)));
+    assert!(
+        s[0].trace
+            .iter()
+            .all(|t| t.pacing_rate_bytes_per_s == Some(rate))
+    );
     assert_eq!(s[0].controllers, vec!["test:fixed".to_string()]);
 }
 
