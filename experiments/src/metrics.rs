@@ -51,7 +51,7 @@
 
 use crate::data::{FlowRow, RunData, Sample};
 use crate::recipe::{GroupBy, MetricsSpec, Ratio};
-use crate::stats::{hist_percentile, jain, percentiles, round_sig};
+use crate::stats::{hist_percentile, jain, percentiles, round_sig, sample_intervals};
 use std::collections::BTreeMap;
 
 /// `100KB`, `1MB`, `1.5MB`, `1448B`.
@@ -126,12 +126,7 @@ fn smooth(samples: &[&Sample], window_s: f64) -> Vec<(f64, f64)> {
     // A sample's goodput is of the interval since the previous sample (a flow's first: as long
     // as the gap to its second); the average weighs each by its interval, so that a sampler
     // that wakes at uneven times (ccp-quic's, every 11-15 ms) does not bias it.
-    let dt: Vec<f64> = (0..samples.len())
-        .map(|i| match i {
-            0 => samples.get(1).map_or(0.0, |s1| s1.t_s - samples[0].t_s),
-            _ => samples[i].t_s - samples[i - 1].t_s,
-        })
-        .collect();
+    let dt = sample_intervals(&samples.iter().map(|s| s.t_s).collect::<Vec<_>>());
     let mut out = Vec::with_capacity(samples.len());
     let mut lo = 0;
     let (mut bits, mut span) = (0.0, 0.0);

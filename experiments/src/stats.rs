@@ -118,6 +118,18 @@ pub fn percentiles(values: &[f64], qs: &[f64]) -> Vec<f64> {
     qs.iter().map(|q| percentile(&v, *q)).collect()
 }
 
+/// The interval each sample of a time series covers, from its times `t` (increasing): the time
+/// since the previous sample; the first sample's, as long as the gap to the second (0 for a lone
+/// sample). Rates measured over those intervals average over time when weighted by them.
+pub fn sample_intervals(t: &[f64]) -> Vec<f64> {
+    (0..t.len())
+        .map(|i| match i {
+            0 => t.get(1).map_or(0.0, |t1| t1 - t[0]),
+            _ => t[i] - t[i - 1],
+        })
+        .collect()
+}
+
 /// Quantile of a histogram given as `(lo, hi, count)` buckets in increasing order: the upper
 /// edge of the bucket holding the nearest rank.
 pub fn hist_percentile(buckets: &[(f64, f64, u64)], q: f64) -> Option<f64> {
@@ -172,6 +184,13 @@ mod tests {
         assert!((t975(40) - 2.0211).abs() < 2e-4, "{}", t975(40));
         assert!((t975(60) - 2.0003).abs() < 2e-4, "{}", t975(60));
         assert!((t975(120) - 1.9799).abs() < 2e-4, "{}", t975(120));
+    }
+
+    #[test]
+    fn each_sample_covers_the_time_since_the_one_before() {
+        assert_eq!(sample_intervals(&[1.0, 1.5, 3.0]), [0.5, 0.5, 1.5]);
+        assert_eq!(sample_intervals(&[2.0]), [0.0]);
+        assert!(sample_intervals(&[]).is_empty());
     }
 
     #[test]

@@ -71,17 +71,13 @@ pub fn mean_goodput(run_dir: &std::path::Path, flow: usize, from: f64, to: f64) 
     let t = series_column(run_dir, flow, 0, f64::NEG_INFINITY, to);
     let g = series_column(run_dir, flow, 2, f64::NEG_INFINITY, to);
     let (mut bits, mut span) = (0.0, 0.0);
-    for (i, (&ti, &gi)) in t.iter().zip(&g).enumerate() {
-        if ti <= from {
-            continue;
+    for ((&ti, &gi), dt) in t.iter().zip(&g).zip(ccp_exp::stats::sample_intervals(&t)) {
+        if ti > from {
+            // The part of the sample's interval after `from`.
+            let dt = dt.min(ti - from);
+            bits += gi * dt;
+            span += dt;
         }
-        let prev = match i {
-            0 => t.get(1).map_or(from, |t1| ti - (t1 - ti)),
-            _ => t[i - 1],
-        };
-        let dt = ti - prev.max(from);
-        bits += gi * dt;
-        span += dt;
     }
     assert!(span > 0.0, "flow {flow}: no samples in ({from}, {to}] s");
     bits / span
