@@ -131,6 +131,10 @@
 //! Every completed MI is logged at debug level under the target `ccp_algorithms::mi` (its id,
 //! role, rate, throughput, lost and excused packets, regression points, the fitted RTT slope and
 //! its t statistic, the filtered RTT gradient and the utility): `ccp-agent --log-level info,ccp_algorithms::mi=debug`.
+//! At trace level (`ccp_algorithms::mi=trace`) every regression point is logged as it is
+//! attributed: the MI it went to, the report's estimated send window (agent time, µs), its mean
+//! RTT (the point) and the report's sample count, smallest and largest RTT — what a fit's slope
+//! was made of.
 //!
 //! # Randomness
 //!
@@ -1216,6 +1220,16 @@ impl<U: Utility> MiEngine<U> {
                 .iter_mut()
                 .find(|mi| mid >= mi.start_us as f64 && mi.end_us.is_none_or(|e| mid < e as f64))
             {
+                tracing::trace!(
+                    mi = mi.id,
+                    send_from_us = start,
+                    send_to_us = end,
+                    rtt_us = own,
+                    samples = m.rtt_samples,
+                    rtt_min_us = m.rtt_min_us,
+                    rtt_max_us = m.rtt_max_us,
+                    "rtt point"
+                );
                 mi.rtt.push(RttPoint {
                     send_us: mid,
                     rtt_us: own,
