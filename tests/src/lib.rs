@@ -12,6 +12,15 @@ use std::time::{Duration, Instant};
 pub mod emu_support;
 pub mod vivace_link;
 
+/// Runs the calling test alone among the tests of its file that call this too (the guard holds
+/// a lock until it is dropped; a test that panicked while holding it does not block the others).
+/// For tests whose measurements or deadlines would suffer from sharing the machine's cores with
+/// each other, or that share one testbed name prefix.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Path of a binary of this workspace, built in the same profile as the running test.
 pub fn workspace_bin(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;

@@ -24,7 +24,6 @@ use ccp_tests::emu_support;
 use ccp_tests::{Agent, workspace_bin};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bottleneck rate, bytes/s (20 Mbit/s).
@@ -35,9 +34,6 @@ const BBR_CUBIC_MAX_CWND: &str = "polycc:pilot=bbr,copilots=cubic,fuse=max,on=cw
 const BBR_COPA_MIN_RATE: &str = "polycc:pilot=bbr,copilots=copa,fuse=min,on=rate";
 /// Name prefix of the testbeds' interfaces and namespace inits.
 const PREFIX: &str = "emupcc";
-
-/// One emulated testbed at a time (the tests of this file share the prefix).
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn skip_reason() -> Option<String> {
     emu_support::skip_reason(&["ccp-agent", "ccp-udp"], &[])
@@ -202,7 +198,8 @@ fn jitter_point(dir: &Path, agent: &Agent, j: u64, secs: u64) -> (f64, f64) {
 }
 
 fn with_agent(f: impl FnOnce(&Path, &Agent)) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // One emulated testbed at a time: the tests of this file share the prefix.
+    let _one = ccp_tests::one_at_a_time();
     cleanup::sweep(PREFIX).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path(), &[]).unwrap();
