@@ -140,6 +140,33 @@ pub struct FlowStats {
     pub srtt_us: u64,
     /// Controllers that were in charge, in order of first appearance.
     pub controllers: Vec<String>,
+    /// Every data packet sent and every RTT sample, in the order they happened, if the flow
+    /// records them ([`FlowProbe::record_packets`]; empty otherwise).
+    pub packets: Vec<PacketEvent>,
+}
+
+/// What a [`PacketEvent`] records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketEventKind {
+    /// A data packet left: `at_us` = `sent_us` is its send time, `bytes` its UDP payload.
+    Sent,
+    /// An ACK frame gave an RTT sample (the newest packet it newly acknowledged): `at_us` is
+    /// when the ACK was processed, `sent_us` when that packet left, `rtt_us` the sample.
+    Rtt,
+}
+
+/// One data packet sent or one RTT sample, on s2n-quic's clock (the send timestamps it gives
+/// the congestion controller), µs from the flow's first data packet. Packets that s2n-quic
+/// sent in one batch share one send time, which is what makes pacing bursts visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketEvent {
+    pub kind: PacketEventKind,
+    pub at_us: u64,
+    pub sent_us: u64,
+    /// UDP payload bytes (`Sent`; 0 for `Rtt`).
+    pub bytes: u32,
+    /// The RTT sample, µs (`Rtt`; 0 for `Sent`).
+    pub rtt_us: u64,
 }
 
 /// The live state of one flow's controller, shared by the stack's controller (and its clones)
@@ -162,6 +189,10 @@ struct State {
     /// RTT samples before this time stay out of `stats.rtt_samples_us` (shared with
     /// [`FlowProbe`]; unset: every sample counts).
     rtt_from: Arc<OnceLock<Instant>>,
+    /// Record every data packet and RTT sample in `stats.packets` (shared with [`FlowProbe`]).
+    record_packets: Arc<AtomicBool>,
+    /// Send time of the flow's first data packet: the zero of `stats.packets`.
+    first_data_sent: Option<Timestamp>,
     /// s2n-quic said at the last packet sent that the connection had more to send.
     backlog: bool,
     /// Accumulated since the last invocation: lost packets, CE marks, timeout, RTT sample.
@@ -199,6 +230,8 @@ impl State {
             unwritten: probe.unwritten.clone(),
             data_started: probe.data_started.clone(),
             rtt_from: probe.rtt_from.clone(),
+            record_packets: probe.record_packets.clone(),
+            first_data_sent: None,
             backlog: false,
             pending_lost: 0,
             pending_ce: 0,
@@ -298,6 +331,15 @@ impl State {
     }
 }
 
+/// µs from `zero` to `t` on s2n-quic's clock (0 if `t` is earlier). s2n-quic's
+/// `saturating_duration_since` reads 1 µs between equal timestamps (its timestamps are
+/// non-zero), so that offset is taken off.
+fn micros_since(t: Timestamp, zero: Timestamp) -> u64 {
+    let offset = zero.saturating_duration_since(zero);
+    let d = t.saturating_duration_since(zero);
+    d.saturating_sub(offset).as_micros() as u64
+}
+
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -310,6 +352,7 @@ pub struct FlowProbe {
     unwritten: Arc<AtomicU64>,
     data_started: Arc<AtomicBool>,
     rtt_from: Arc<OnceLock<Instant>>,
+    record_packets: Arc<AtomicBool>,
 }
 
 /// A snapshot of a flow's control state.
@@ -336,7 +379,14 @@ impl FlowProbe {
             unwritten: Arc::new(AtomicU64::new(0)),
             data_started: Arc::new(AtomicBool::new(false)),
             rtt_from: Arc::new(OnceLock::new()),
+            record_packets: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Record every data packet sent and every RTT sample in [`FlowStats::packets`] (about
+    /// 30 bytes per packet; call before the connection starts).
+    pub fn record_packets(&self) {
+        self.record_packets.store(true, Ordering::Relaxed);
     }
 
     /// Say that the application is about to hand the stream its first bytes: the packets sent
@@ -602,6 +652,17 @@ impl CongestionController for CcpController {
         } else if bytes > 0 {
             s.bytes_in_flight = s.bytes_in_flight.saturating_add(bytes);
             s.packets_in_flight += 1;
+            if s.record_packets.load(Ordering::Relaxed) {
+                let zero = *s.first_data_sent.get_or_insert(time_sent);
+                let at_us = micros_since(time_sent, zero);
+                s.stats.packets.push(PacketEvent {
+                    kind: PacketEventKind::Sent,
+                    at_us,
+                    sent_us: at_us,
+                    bytes,
+                    rtt_us: 0,
+                });
+            }
             if let Some(rate) = s.rate {
                 let gap = Duration::from_micros(u64::from(bytes) * 1_000_000 / rate.max(1));
                 // Unused departure slots stay usable for up to PACING_CREDIT (or two
@@ -622,13 +683,24 @@ impl CongestionController for CcpController {
 
     fn on_rtt_update<Pub: Publisher>(
         &mut self,
-        _time_sent: Timestamp,
-        _now: Timestamp,
+        time_sent: Timestamp,
+        now: Timestamp,
         rtt_estimator: &RttEstimator,
         _publisher: &mut Pub,
     ) {
         let mut s = lock(&self.state);
         let rtt = rtt_estimator.latest_rtt().as_micros() as u64;
+        // The flow's own packets only: a sample of a packet sent before the first data packet
+        // (the handshake's) is left out.
+        if let Some(zero) = s.first_data_sent.filter(|&z| time_sent >= z) {
+            s.stats.packets.push(PacketEvent {
+                kind: PacketEventKind::Rtt,
+                at_us: micros_since(now, zero),
+                sent_us: micros_since(time_sent, zero),
+                bytes: 0,
+                rtt_us: rtt,
+            });
+        }
         s.pending_rtt_us = rtt.max(1);
         s.stats.srtt_us = rtt_estimator.smoothed_rtt().as_micros() as u64;
         if s.stats.rtt_min_us == 0 || rtt < s.stats.rtt_min_us {

@@ -71,6 +71,9 @@ pub struct SenderConfig {
     /// [`FlowSpec::start_after`]), are left out of the summary's RTT percentiles: a warm-up
     /// (zero: every sample counts). The smallest RTT still counts every sample.
     pub rtt_from: Duration,
+    /// Record every data packet sent and every RTT sample in the summaries'
+    /// [`SenderSummary::packets`] (default off).
+    pub packet_trace: bool,
 }
 
 impl Default for SenderConfig {
@@ -85,6 +88,7 @@ impl Default for SenderConfig {
             trace_interval: Duration::from_millis(10),
             verdict_timeout: Duration::from_secs(60),
             rtt_from: Duration::ZERO,
+            packet_trace: false,
         }
     }
 }
@@ -267,6 +271,9 @@ async fn run_flow(
     probe.set_unwritten(unwritten(0));
     if !cfg.rtt_from.is_zero() {
         probe.set_rtt_from(rtt_from);
+    }
+    if cfg.packet_trace {
+        probe.record_packets();
     }
     let mtu = mtu_for(cfg.mss, &cfg.dest)?;
     // Which stream bytes the receiver acknowledged, for the trace.
@@ -530,6 +537,7 @@ async fn run_flow(
         receiver_intact,
         stopped_early,
         trace,
+        packets: stats.packets,
     })
 }
 

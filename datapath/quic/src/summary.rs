@@ -4,6 +4,7 @@
 //! [`ccp_udp::summary::TraceSample`]s, and [`write_trace_csv`] writes them with
 //! [`ccp_udp::summary::write_trace_rows`], in the udp datapath's CSV layout.
 
+use crate::controller::{PacketEvent, PacketEventKind};
 use ccp_udp::summary::{Arrival, TRACE_CSV_HEADER, TraceSample, write_trace_rows};
 use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
@@ -104,6 +105,11 @@ pub struct SenderSummary {
     /// before a reset count in `received_bytes` but not in `bytes` if the hole was never
     /// filled (the receiver's stack discards them at the reset).
     pub trace: Vec<TraceSample>,
+    /// Every data packet sent and every RTT sample, if the sender recorded them
+    /// ([`crate::sender::SenderConfig::packet_trace`]; [`write_packet_csv`] writes them). Not
+    /// in the JSON summary.
+    #[serde(skip)]
+    pub packets: Vec<PacketEvent>,
 }
 
 /// The receiver's account of one flow.
@@ -163,6 +169,33 @@ pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::R
     writeln!(w, "{TRACE_CSV_HEADER}")?;
     for f in flows {
         write_trace_rows(&mut w, f.flow_id, &f.trace)?;
+    }
+    w.flush()
+}
+
+/// The header of [`write_packet_csv`]'s table.
+pub const PACKET_CSV_HEADER: &str = "flow_id,event,time_us,packet_sent_us,bytes,rtt_us";
+
+/// Writes the recorded packets of `flows` ([`SenderSummary::packets`]) as one CSV table to
+/// `path`: a `sent` row per data packet (`time_us` = `packet_sent_us`, its send time; packets
+/// s2n-quic sent in one batch share it) and an `rtt` row per RTT sample (`time_us` when the
+/// ACK was processed, `packet_sent_us` when the sampled packet left). Times are µs on
+/// s2n-quic's clock from the flow's first data packet, in the order the events happened.
+pub fn write_packet_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
+    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{PACKET_CSV_HEADER}")?;
+    for f in flows {
+        for e in &f.packets {
+            let event = match e.kind {
+                PacketEventKind::Sent => "sent",
+                PacketEventKind::Rtt => "rtt",
+            };
+            writeln!(
+                w,
+                "{},{event},{},{},{},{}",
+                f.flow_id, e.at_us, e.sent_us, e.bytes, e.rtt_us
+            )?;
+        }
     }
     w.flush()
 }

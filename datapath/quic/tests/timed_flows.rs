@@ -16,8 +16,15 @@
 //! * `a_stopped_flow_ends_at_once_with_a_verified_prefix`: a large sized flow stopped by the
 //!   stop flag ends with a reset too; the prefix delivered is verified and agreed on.
 //!
+//! * `the_packet_trace_records_every_data_packet_and_every_rtt_sample`: with the sender's
+//!   packet trace on, one row per data packet (all the packets sent but the handshake's few,
+//!   their times ordered, their bytes at the pacing rate) and one per RTT sample of those
+//!   packets (its packet among the rows, the sample equal to the time between the two); the
+//!   CSV has a row per event, the JSON summary none. On loopback at 8 Mbit/s 43.7–44.4 % of the
+//!   packets left as a later packet of a batch (four runs).
+//!
 //! A corrupted byte is caught by the receiver's pattern check: see the unit tests of
-//! `ccp_quic::wire`. The two tests run side by side in about a second.
+//! `ccp_quic::wire`. The tests run side by side in about two seconds.
 
 mod common;
 
@@ -65,6 +72,7 @@ fn run(
     flows: Vec<FlowSpec>,
     stop_after: Option<Duration>,
     rtt_from: Duration,
+    packet_trace: bool,
 ) -> Vec<(SenderSummary, ReceiverSummary)> {
     let id = ccp_quic::tls::self_signed().unwrap();
     let rcfg = common::loopback_receiver(flows.len());
@@ -90,6 +98,7 @@ fn run(
             cert_pem: id.cert_pem.clone(),
             flows,
             rtt_from,
+            packet_trace,
             ..SenderConfig::default()
         };
         let factory: Factory =
@@ -135,7 +144,7 @@ fn a_timed_flow_stops_at_its_duration_and_every_delivered_byte_is_verified() {
             ..FlowSpec::default()
         },
     ];
-    let r = run(flows, None, Duration::ZERO);
+    let r = run(flows, None, Duration::ZERO, false);
     let (s, g) = &r[0];
     eprintln!(
         "timed flow of 1 s at {RATE} B/s: reset at {:.3} s, {} bytes written, {} delivered (sender) / {} (receiver), last verdict at {:.3} s, {} UDP bytes sent",
@@ -186,7 +195,12 @@ fn a_stopped_flow_ends_at_once_with_a_verified_prefix() {
         amount: Amount::Bytes(size),
         ..FlowSpec::default()
     }];
-    let r = run(flows, Some(Duration::from_millis(500)), Duration::ZERO);
+    let r = run(
+        flows,
+        Some(Duration::from_millis(500)),
+        Duration::ZERO,
+        false,
+    );
     let (s, g) = &r[0];
     eprintln!(
         "sized flow of {size} stopped: reset at {:.3} s, {} written, {} delivered",
@@ -209,7 +223,12 @@ fn rtt_percentiles_leave_out_the_samples_before_rtt_from() {
         start_after: Duration::from_millis(start_ms),
         ..FlowSpec::default()
     };
-    let r = run(vec![flow(0), flow(500)], None, Duration::from_millis(500));
+    let r = run(
+        vec![flow(0), flow(500)],
+        None,
+        Duration::from_millis(500),
+        false,
+    );
     for (s, g) in &r {
         check_agreed_and_verified(s, g);
         assert!(s.rtt_min_ms > 0.0);
@@ -225,4 +244,80 @@ fn rtt_percentiles_leave_out_the_samples_before_rtt_from() {
     );
     let s = &r[0].0;
     assert!(s.rtt_p50_ms > 0.0 && s.rtt_p50_ms <= s.rtt_p99_ms);
+}
+
+#[test]
+fn the_packet_trace_records_every_data_packet_and_every_rtt_sample() {
+    // One paced flow of 1 s with the packet trace on: a row per data packet the flow sent and
+    // per RTT sample of those packets, on one clock, each sample of a packet the trace saw
+    // leave; written as CSV, not put in the JSON summary.
+    use ccp_quic::controller::PacketEventKind;
+    let flow = FlowSpec {
+        amount: Amount::Duration(Duration::from_secs(1)),
+        ..FlowSpec::default()
+    };
+    let r = run(vec![flow], None, Duration::ZERO, true);
+    let (s, g) = &r[0];
+    check_agreed_and_verified(s, g);
+    let sent: Vec<_> = s
+        .packets
+        .iter()
+        .filter(|e| e.kind == PacketEventKind::Sent)
+        .collect();
+    let rtts: Vec<_> = s
+        .packets
+        .iter()
+        .filter(|e| e.kind == PacketEventKind::Rtt)
+        .collect();
+    // Every data packet: all the packets sent but the handshake's few.
+    let n = sent.len() as u64;
+    assert!(
+        n <= s.sent_packets && n + 10 >= s.sent_packets && n > 500,
+        "{n} sent rows, {} packets sent",
+        s.sent_packets
+    );
+    assert_eq!(sent[0].at_us, 0);
+    assert!(sent.windows(2).all(|w| w[0].at_us <= w[1].at_us));
+    assert!(sent.iter().all(|e| e.at_us == e.sent_us && e.bytes > 0));
+    // The pacer's rate: 1 MB/s over the flow's second (its window never limits it).
+    let bytes: u64 = sent.iter().map(|e| u64::from(e.bytes)).sum();
+    let span_s = sent.last().unwrap().at_us as f64 / 1e6;
+    let rate = bytes as f64 / span_s;
+    assert!(
+        (0.9..1.1).contains(&(rate / RATE as f64)),
+        "{rate:.0} B/s against {RATE}"
+    );
+    // Every RTT sample of the flow's packets: all of the summary's samples but the handshake's.
+    let samples = s.rtt_samples.unwrap();
+    assert!(
+        rtts.len() as u64 <= samples && rtts.len() as u64 + 3 >= samples && rtts.len() > 100,
+        "{} rtt rows, {samples} samples",
+        rtts.len()
+    );
+    let sent_at: std::collections::HashSet<u64> = sent.iter().map(|e| e.at_us).collect();
+    for e in &rtts {
+        assert!(sent_at.contains(&e.sent_us), "{e:?}: no packet left then");
+        let span = e.at_us - e.sent_us;
+        assert!(span.abs_diff(e.rtt_us) <= 2, "{e:?}");
+    }
+    // Batches: packets that left with one send time.
+    let batched = sent.windows(2).filter(|w| w[0].at_us == w[1].at_us).count();
+    println!(
+        "{n} packets at {:.2} Mbit/s, {:.1} % sent as a later packet of a batch; {} RTT samples",
+        rate * 8.0 / 1e6,
+        100.0 * batched as f64 / n as f64,
+        rtts.len()
+    );
+    // The CSV: a header and a row per event; the JSON summary leaves them out.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("packets.csv");
+    ccp_quic::summary::write_packet_csv(&path, std::slice::from_ref(s)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(ccp_quic::summary::PACKET_CSV_HEADER));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), s.packets.len());
+    assert!(rows[0].starts_with(&format!("{},sent,0,0,", s.flow_id)));
+    let json = serde_json::to_value(s).unwrap();
+    assert!(json.get("packets").is_none());
 }

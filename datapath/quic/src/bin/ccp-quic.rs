@@ -100,6 +100,11 @@ struct SendArgs {
     init_cwnd: u32,
     #[command(flatten)]
     out: OutputArgs,
+    /// Write every data packet sent and every RTT sample as CSV here (flow_id, event "sent" or
+    /// "rtt", time_us, packet_sent_us, bytes, rtt_us; µs on s2n-quic's clock from the flow's
+    /// first data packet). Packets sent in one batch share a send time: the pacing's bursts
+    #[arg(long)]
+    packet_trace: Option<PathBuf>,
     /// Give up if no receiver answers within this time
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
     handshake_timeout: Duration,
@@ -174,6 +179,7 @@ fn send(a: SendArgs) -> Result<()> {
         handshake_timeout: a.handshake_timeout,
         trace_interval: a.out.trace_interval,
         rtt_from: a.out.rtt_from,
+        packet_trace: a.packet_trace.is_some(),
         ..SenderConfig::default()
     };
     let plane = a.ccp.start()?.map(Arc::new);
@@ -202,6 +208,10 @@ fn send(a: SendArgs) -> Result<()> {
     }
     if let Some(path) = &a.out.csv {
         ccp_quic::summary::write_trace_csv(path, &summaries)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.packet_trace {
+        ccp_quic::summary::write_packet_csv(path, &summaries)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if summaries.iter().any(|s| s.receiver_intact == Some(false)) {
