@@ -49,7 +49,7 @@
 //! 9–12 µs at p95 on loopback at 1, 5 and 20 Mbit/s, against RTT samples spread over
 //! 0.27–0.64 ms (p5–p95). They come from the sender's pacing: s2n-quic sends a packet due within
 //! its 1-ms timer granularity at once and its timer wakes late, so at 8–11 Mbit/s 30 % of the
-//! packets leave as the second of a pair and queue one packet time (0.6 ms) behind the first
+//! packets leave in pairs, whose second packet queues one packet time (0.6 ms) behind the first
 //! at the bottleneck (docs/results/datapaths.md, "Vivace's slow start over `ccp-quic`", with the
 //! remedies tried).
 
