@@ -161,7 +161,9 @@ pub enum PacketEventKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketEvent {
     pub kind: PacketEventKind,
+    /// When it happened (a `Sent` packet's send time, an `Rtt` sample's ACK), µs.
     pub at_us: u64,
+    /// When the packet left, µs.
     pub sent_us: u64,
     /// UDP payload bytes (`Sent`; 0 for `Rtt`).
     pub bytes: u32,
@@ -383,8 +385,8 @@ impl FlowProbe {
         }
     }
 
-    /// Record every data packet sent and every RTT sample in [`FlowStats::packets`] (about
-    /// 30 bytes per packet; call before the connection starts).
+    /// Record every data packet sent and every RTT sample in [`FlowStats::packets`] (40 bytes
+    /// per event, kept in memory until the flow ends; call before the connection starts).
     pub fn record_packets(&self) {
         self.record_packets.store(true, Ordering::Relaxed);
     }
