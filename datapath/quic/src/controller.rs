@@ -80,8 +80,12 @@
 //! sent packet pushes the next departure `size / rate` later than the later of the previous
 //! departure and its own send time less [`PACING_CREDIT`] (a token bucket [`PACING_CREDIT`]
 //! deep, so a late wake-up of the pacing timer does not cost rate). s2n-quic treats a departure
-//! time less than its timer granularity (1 ms) ahead as due, so bursts of up to about three
-//! milliseconds of the rate can leave back to back. Without a rate the window alone limits sending, as in the udp datapath.
+//! time less than its timer granularity (1 ms) ahead as due; on the sender's precise timer
+//! ([`crate::io::PreciseIo`]) the controller hands each departure time over shifted by
+//! [`crate::io::departure_shift`], so a packet leaves at its time or at most the timer's slack
+//! (100 µs by default) before it. On s2n-quic's own millisecond timer (`--coarse-timer`)
+//! bursts of up to about three milliseconds of the rate can leave back to back. Without a rate
+//! the window alone limits sending, as in the udp datapath.
 
 use ccp_udp::cc::{AckSample, FlowController, FlowMeta};
 use s2n_quic::provider::congestion_controller::{
@@ -475,6 +479,9 @@ pub struct CcpEndpoint {
     local: SocketAddr,
     remote: SocketAddr,
     probe: FlowProbe,
+    /// Added to every departure time handed to s2n-quic (see
+    /// [`CcpEndpoint::with_precise_departures`]).
+    departure_shift: Duration,
 }
 
 impl std::fmt::Debug for CcpEndpoint {
@@ -511,9 +518,20 @@ impl CcpEndpoint {
                 local,
                 remote,
                 probe: probe.clone(),
+                departure_shift: Duration::ZERO,
             },
             probe,
         )
+    }
+
+    /// Departure times for an endpoint on a [`crate::io::PreciseIo`] with `slack`: each is
+    /// handed to s2n-quic [`crate::io::departure_shift`]`(slack)` later than this controller
+    /// means it, so that a packet leaves at its departure time or up to `slack` before it.
+    /// Under s2n-quic's own tokio timer, which wakes on millisecond ticks, the shift would only
+    /// delay packets further.
+    pub fn with_precise_departures(mut self, slack: Duration) -> Self {
+        self.departure_shift = crate::io::departure_shift(slack);
+        self
     }
 }
 
@@ -556,7 +574,11 @@ impl Endpoint for CcpEndpoint {
                 o.closed = true;
             }
         }
-        CcpController { state, mss }
+        CcpController {
+            state,
+            mss,
+            departure_shift: self.departure_shift,
+        }
     }
 }
 
@@ -576,6 +598,7 @@ pub struct PacketInfo {
 pub struct CcpController {
     state: Arc<Mutex<State>>,
     mss: u32,
+    departure_shift: Duration,
 }
 
 impl std::fmt::Debug for CcpController {
@@ -833,7 +856,9 @@ impl CongestionController for CcpController {
     }
 
     fn earliest_departure_time(&self) -> Option<Timestamp> {
-        lock(&self.state).next_departure
+        lock(&self.state)
+            .next_departure
+            .map(|t| t + self.departure_shift)
     }
 }
 

@@ -19,6 +19,8 @@
 //!
 //! Module map:
 //! * [`controller`]: the s2n-quic congestion controller over a `FlowController`, pacing, ticks;
+//! * [`io`]: the endpoints' I/O provider, s2n-quic's socket tasks and event loop on a timer
+//!   precise enough for a packet to leave at its pacing time;
 //! * [`sender`]: [`run_sender`], one client endpoint and one stream per flow;
 //! * [`receiver`]: [`run_receiver`], one server endpoint, verification of every flow;
 //! * [`wire`]: what the stream carries (header, pattern content, trailer or reset), the
@@ -31,6 +33,7 @@
 pub mod arrivals;
 pub mod controller;
 pub mod error;
+pub mod io;
 pub mod receiver;
 pub mod sender;
 pub mod summary;

@@ -100,14 +100,11 @@ async fn serve(
         .with_certificate(id.cert_pem.as_str(), id.key_pem.as_str())
         .and_then(|b| b.build())
         .map_err(|e| Error::Tls(e.to_string()))?;
-    let io = s2n_quic::provider::io::tokio::Builder::default()
-        .with_receive_address(cfg.bind)
-        .and_then(|b| b.with_max_mtu(cfg.max_mtu))
-        .and_then(|b| b.build())
-        .map_err(|e| Error::Socket {
-            addr: cfg.bind.to_string(),
-            source: e,
-        })?;
+    // The precise timer (see `crate::io`) also times the receiver's delayed ACKs.
+    let io = crate::io::PreciseIo::bind(cfg.bind, cfg.max_mtu).map_err(|e| Error::Socket {
+        addr: cfg.bind.to_string(),
+        source: e,
+    })?;
     let mut server = Server::builder()
         .with_tls(tls)
         .map_err(|e| serr(&e))?

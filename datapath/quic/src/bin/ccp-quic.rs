@@ -46,7 +46,7 @@ enum Command {
     /// hash), print a summary
     Recv(RecvArgs),
     /// Send one or more flows under CCP control
-    Send(SendArgs),
+    Send(Box<SendArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -105,6 +105,16 @@ struct SendArgs {
     /// first data packet). Packets sent in one batch share a send time: the pacing's bursts
     #[arg(long)]
     packet_trace: Option<PathBuf>,
+    /// Wake the sender's endpoints on s2n-quic's own millisecond timer instead of the precise
+    /// one: paced packets due within a millisecond of each other then leave together (for
+    /// comparing the two)
+    #[arg(long)]
+    coarse_timer: bool,
+    /// With the precise timer, let a packet leave up to this long before its departure time
+    /// together with the one whose time woke the sender (fewer wake-ups at high pacing rates,
+    /// at most this much early); at most 1ms
+    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "100us")]
+    pacing_slack: Duration,
     /// Give up if no receiver answers within this time
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
     handshake_timeout: Duration,
@@ -180,6 +190,8 @@ fn send(a: SendArgs) -> Result<()> {
         trace_interval: a.out.trace_interval,
         rtt_from: a.out.rtt_from,
         packet_trace: a.packet_trace.is_some(),
+        coarse_timer: a.coarse_timer,
+        pacing_slack: a.pacing_slack,
         ..SenderConfig::default()
     };
     let plane = a.ccp.start()?.map(Arc::new);
@@ -257,7 +269,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     cli.log.init();
     match cli.command {
-        Command::Send(a) => send(a),
+        Command::Send(a) => send(*a),
         Command::Recv(a) => recv(a),
     }
 }
