@@ -428,9 +428,17 @@ pub trait WindowAlgorithm: Controller {
 /// ([`WindowAlgorithm::calibrate_window`]), `take_over` ([`WindowAlgorithm::take_over_window`]),
 /// `ssthresh` ([`WindowAlgorithm::threshold`]), `cwnd` ([`WindowAlgorithm::window`] as
 /// [`WindowBytes::to_cwnd`] rounds it) and `rate` (none). The block adds `on_measurement` and
-/// whatever else the algorithm overrides.
+/// whatever else the algorithm overrides. `window_controller!("name", paced)` leaves `rate`
+/// out, for an algorithm that paces its window and writes its own.
 macro_rules! window_controller {
     ($name:literal) => {
+        $crate::window::window_controller!($name, paced);
+
+        fn rate(&self) -> Option<u64> {
+            None
+        }
+    };
+    ($name:literal, paced) => {
         fn name(&self) -> &'static str {
             $name
         }
@@ -461,10 +469,6 @@ macro_rules! window_controller {
 
         fn cwnd(&self) -> u32 {
             $crate::window::WindowBytes::to_cwnd($crate::window::WindowAlgorithm::window(self))
-        }
-
-        fn rate(&self) -> Option<u64> {
-            None
         }
     };
 }
