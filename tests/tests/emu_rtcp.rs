@@ -183,9 +183,10 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
         return_queue(rtt),
         rtt.owd_excess_ms,
     );
-    // Plain link: RTCP takes what Cubic takes (measured 0.98-1.00 of its goodput in six
-    // runs) with a far shorter queue: p99 RTT 0.60 of Cubic's, forward queue (mean one-way
-    // delay above the minimum) 0.33-0.34 of Cubic's, which fills the buffer.
+    // Plain link: RTCP takes nearly what Cubic takes (measured 0.97 of its goodput in six
+    // runs) with a far shorter queue: p99 RTT 0.37 of Cubic's, forward queue (mean one-way
+    // delay above the minimum) 0.09-0.10 of Cubic's, which fills the buffer. (When eq. (9)
+    // decided once per epoch, unpaced: 0.98-1.00, 0.60 and 0.33-0.34.)
     assert!(
         plain.goodput_mbps > 0.85 * cubic.goodput_mbps,
         "goodput: rtcp {:.2}, cubic {:.2} Mbit/s",
@@ -193,20 +194,20 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
         cubic.goodput_mbps
     );
     assert!(
-        plain.rtt_p99_ms < 0.75 * cubic.rtt_p99_ms,
+        plain.rtt_p99_ms < 0.5 * cubic.rtt_p99_ms,
         "p99 RTT: rtcp {:.2}, cubic {:.2} ms",
         plain.rtt_p99_ms,
         cubic.rtt_p99_ms
     );
     assert!(
-        plain.owd_excess_ms < 0.5 * cubic.owd_excess_ms,
+        plain.owd_excess_ms < 0.25 * cubic.owd_excess_ms,
         "forward queue: rtcp {:.2}, cubic {:.2} ms",
         plain.owd_excess_ms,
         cubic.owd_excess_ms
     );
     // Return path loaded: both RTCP flows' RTTs sit far above their minimum while their
-    // forward queue is short (measured 33-36 ms against 10-12 ms with D from the one-way delay,
-    // 21-42 ms against 1.4-1.8 ms with D from the RTT, in six runs).
+    // forward queue is short (measured 28-34 ms against 2.4-2.7 ms with D from the one-way
+    // delay, 39-46 ms against 0.2-0.7 ms with D from the RTT, in six runs).
     for f in [owd, rtt] {
         assert!(
             f.reverse_mbps > 10.0,
@@ -217,8 +218,9 @@ fn rtcp_takes_its_delay_from_the_forward_path_on_the_emulator() {
             "the RTT's excess is not mostly the return queue: {f:?}"
         );
     }
-    // D from the RTT counts the ACKs' queue and holds the window near its floor (0.33-0.36
-    // Mbit/s); from the one-way delay RTCP keeps most of the link (13.2-14.0 Mbit/s): 37-42x.
+    // D from the RTT counts the ACKs' queue and holds the window near its floor (0.32-0.33
+    // Mbit/s); from the one-way delay RTCP keeps most of the link (17.5-17.7 Mbit/s, 0.94 of
+    // what it gets alone; 13.2-14.0 when eq. (9) decided once per epoch, unpaced): 52-55x.
     assert!(
         owd.goodput_mbps > 5.0 * rtt.goodput_mbps,
         "D from the one-way delay {:.2} Mbit/s against D from the RTT {:.2}",
