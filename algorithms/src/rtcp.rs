@@ -69,9 +69,9 @@
 //!   other data on a loaded return path — each bunch releases a line-rate burst that queues
 //!   behind itself at the bottleneck, and the per-ACK law reads that self-inflicted queue as
 //!   congestion: on the emulator's 20 Mbit/s link with a reverse kernel Cubic flow, one RTCP
-//!   flow got 5–17 Mbit/s from run to run unpaced (ACK-clocked bursts put 7 ms of forward
-//!   queue in the stuck runs) and 16.8–17.7 paced (six runs each). On the simulator's fabric
-//!   it changes throughput by under 1 %.
+//!   flow got 3.6–17.5 Mbit/s from run to run unpaced (ACK-clocked bursts put 7 ms of forward
+//!   queue in the stuck runs; 18 runs) and 16.8–17.7 paced (six runs). On the simulator's
+//!   fabric it changes throughput by under 2 %.
 //! - **Loss and timeout** stay TCP's ("leaves the other default standards unchanged", §IV-C): a
 //!   loss halves the window once per loss epoch (holding it for the recovery RTT), a timeout
 //!   sets the one-MSS loss window; both restart the RTT epoch. The loss epoch, timeout state, MSS
