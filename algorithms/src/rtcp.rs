@@ -372,7 +372,6 @@ pub struct Rtcp {
     epoch_end_us: u64,
     /// Bytes acknowledged so far.
     acked_total: u64,
-
     /// The window after the last halving (eq. 9 or a loss), bytes; 0 before any. A successor
     /// taking the flow over (`set-algorithm`) gets it as its slow-start threshold.
     last_cut: u64,
@@ -842,8 +841,8 @@ mod tests {
             (1.8..=2.0).contains(&(w as f64 / w0 as f64)),
             "{w0} -> {w} after one epoch"
         );
-        // Each step is the report's share: one packet of a 20-packet window at epoch 3 is
-        // 2^(1/60), 1.2 %.
+        // Each step is the report's share: one packet of a window of about 19 packets at epoch 3
+        // is 2^(1/56), 1.2 %.
         let before = u64::from(r.cwnd());
         let after = u64::from(r.on_measurement(&report(t + 1, MSS, RTT, 0)).cwnd.unwrap());
         let step = after as f64 / before as f64;
