@@ -86,10 +86,15 @@ fn mix(mut z: u64) -> u64 {
 /// Random sending (§V-B2): every host sends one long-lived flow to another host chosen at
 /// random (seeded), all running `alg` (a requested name, parameters allowed).
 fn random_sending(alg: &str, fabric_gbit: u64) -> Scenario {
+    random_sending_drawn(alg, fabric_gbit, 7)
+}
+
+/// [`random_sending`] with the destinations drawn from `draw` (7: the scenario's own draw).
+fn random_sending_drawn(alg: &str, fabric_gbit: u64, draw: u64) -> Scenario {
     let mut s = fabric(fabric_gbit, RUN_MS);
     s.flows = (0..HOSTS)
         .map(|h| {
-            let d = (h + 1 + (mix(u64::from(h) + 7) % u64::from(HOSTS - 1)) as u32) % HOSTS;
+            let d = (h + 1 + (mix(u64::from(h) + draw) % u64::from(HOSTS - 1)) as u32) % HOSTS;
             FlowSpec {
                 class: "bulk".into(),
                 ..FlowSpec::bulk(&format!("h{h}"), &format!("h{d}"), alg)
@@ -405,6 +410,33 @@ fn timely_incast_rounds_do_not_wait_for_flows_at_its_floor() {
     let done = r.flows.iter().filter(|f| f.completed).count();
     println!("timely incast: {done} of {} flows done", r.flows.len());
     assert!(done >= 150, "{done} of {}", r.flows.len());
+}
+
+/// RTCP against DCTCP and Reno over four more random draws of the destinations (Table I's
+/// ratios, docs/results/rtcp.md).
+#[test]
+#[ignore = "prints the destination-draw ratios of docs/results/rtcp.md (≈ 10 s of runs)"]
+fn random_sending_over_other_destination_draws() {
+    for draw in [101, 202, 303, 404] {
+        for (fab, rtcp) in [(4, "rtcp"), (2, "rtcp:alpha=1000")] {
+            let f =
+                |alg: &str| figures(&run_checked(&random_sending_drawn(alg, fab, draw)), "bulk");
+            let (r, d, n) = (f(rtcp), f("dctcp"), f("reno"));
+            println!(
+                "draw {draw} {}: {rtcp} {:.1} Mbit/s ({:.0} / {:.0} µs) = {:.3} of dctcp's {:.1}, {:.3} of reno's {:.1}; dctcp {:.0} / {:.0} µs",
+                if fab == 4 { "RS" } else { "OS" },
+                r.goodput,
+                r.mean_us,
+                r.p99_us,
+                r.goodput / d.goodput,
+                d.goodput,
+                r.goodput / n.goodput,
+                n.goodput,
+                d.mean_us,
+                d.p99_us
+            );
+        }
+    }
 }
 
 /// Every figure of docs/results/rtcp.md:

@@ -213,10 +213,11 @@ pub struct PreciseClock {
 }
 
 impl PreciseClock {
+    /// `slack` at most [`K_GRANULARITY`] ([`PreciseIo::with_slack`] bounds it).
     fn new(slack: Duration) -> Self {
         Self {
             epoch: Instant::now(),
-            slack: slack.min(K_GRANULARITY),
+            slack,
         }
     }
 }
@@ -404,6 +405,30 @@ mod tests {
             .await
             .expect("the nearer target fires, not the hour-away one");
         assert!(near.has_elapsed(clock.get_time()));
+    }
+
+    #[tokio::test]
+    async fn with_slack_the_timer_wakes_that_much_after_s2n_quic_counts_its_target_elapsed() {
+        // A departure meant at `t` is handed over shifted by departure_shift(slack): the timer
+        // wakes at `t` (not up to a millisecond before it), and s2n-quic then counts anything
+        // due within `slack` after `t` as due too.
+        let slack = Duration::from_micros(300);
+        let clock = PreciseClock::new(slack);
+        let mut timer = PreciseTimer::new(clock.clone()).unwrap();
+        for ahead_us in [500u64, 2_000] {
+            let meant = clock.get_time() + Duration::from_micros(ahead_us);
+            timer.update(meant + departure_shift(slack));
+            timer.ready().await;
+            assert!(
+                clock.get_time() >= meant,
+                "{ahead_us} µs: woke before the departure"
+            );
+            // Due at the wake-up: a packet meant `slack` (less a microsecond) later.
+            let next = meant + slack - Duration::from_micros(1) + departure_shift(slack);
+            assert!(next.has_elapsed(clock.get_time()));
+        }
+        assert_eq!(departure_shift(Duration::ZERO), K_GRANULARITY);
+        assert_eq!(departure_shift(Duration::from_millis(5)), Duration::ZERO);
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub struct SenderConfig {
 /// The default [`SenderConfig::pacing_slack`]: below 116 Mbit/s of 1448-byte packets (a packet
 /// more than 100 µs apart) every packet leaves at its departure time; above, the sender wakes
 /// about once per 100 µs. Measured on loopback, a flow paced at 377 Mbit/s cost the sender
-/// 2.9 CPU-seconds in 5 s with it, 5.0 without (docs/benchmarks.md).
+/// 3.2 CPU-seconds in 5 s with it, 4.9 without (docs/benchmarks.md).
 pub const PACING_SLACK: Duration = Duration::from_micros(100);
 
 impl Default for SenderConfig {

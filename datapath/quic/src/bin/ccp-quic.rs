@@ -178,6 +178,13 @@ fn read_cert(path: &Path, wait: Duration) -> Result<String> {
 }
 
 fn send(a: SendArgs) -> Result<()> {
+    if a.pacing_slack > ccp_quic::io::K_GRANULARITY {
+        bail!(
+            "--pacing-slack {:?}: at most {:?} (s2n-quic's timer granularity)",
+            a.pacing_slack,
+            ccp_quic::io::K_GRANULARITY
+        );
+    }
     let stop = stop_flag()?;
     let flows = a.flows.specs()?;
     let cfg = SenderConfig {
