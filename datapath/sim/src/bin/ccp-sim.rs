@@ -89,11 +89,14 @@ fn run_command(command: Command) -> Result<()> {
         Command::Check { scenario } => {
             let s = Scenario::load(&scenario)?;
             check(&s).with_context(|| scenario.display().to_string())?;
+            let plural = |n: usize, one: &str, many: &str| {
+                format!("{n} {}", if n == 1 { one } else { many })
+            };
             println!(
-                "{}: valid ({} flows listed, {} generators)",
+                "{}: valid ({} listed, {})",
                 scenario.display(),
-                s.flows.len(),
-                s.workloads.len()
+                plural(s.flows.len(), "flow", "flows"),
+                plural(s.workloads.len(), "generator", "generators")
             );
         }
         Command::Run {
