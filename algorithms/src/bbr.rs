@@ -8,9 +8,13 @@
 //!
 //! **Measurements.** Reports come every srtt/4 (`reports-per-rtt`, [`ReportClock`]): one report
 //! per RTT is too coarse to time rounds, gain-cycle phases of one RTprop and ProbeRTT's exit. Each
-//! report gives one delivery-rate sample, the datapath's sample at the report's last ACK:
-//! `min(delivery_rate, send_rate)` — the draft's `delivered / max(ack_elapsed, send_elapsed)` —
-//! or `delivery_rate` alone when no send rate is known. A report is *application-limited* when the
+//! report gives one delivery-rate sample (each ACK's is the draft's
+//! `delivered / max(ack_elapsed, send_elapsed)`): by default its last ACK's (`delivery_rate`);
+//! with `per-ack-bw` the largest of all its ACKs' (`delivery_rate_max`, folded in the datapath by
+//! the shared measurement program), so that `BtlBw` is the maximum of every ACK's sample over the
+//! window, as the draft and Linux's `tcp_bbr.c` filter it. The default keeps the project's
+//! measured figures; `per-ack-bw` moves our BBR toward the kernel's against a Cubic flow
+//! (docs/results/datapaths.md, "BBR's bandwidth samples"). A report is *application-limited* when the
 //! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
 //! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
 //! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
@@ -209,6 +213,15 @@ pub const PARAMS: &[ParamSpec] = &[
         source: "Linux tcp_bbr.c (bbr_pacing_margin_percent = 1, since Linux 4.20); draft-00 has none",
     },
     ParamSpec {
+        key: "per-ack-bw",
+        unit: Unit::Bool,
+        default: 0.0,
+        help: "take each report's largest per-ACK delivery-rate sample into the BtlBw filter, as \
+               Linux filters every ACK's, rather than its last ACK's; off by default: the \
+               project's measured figures are without it",
+        source: "draft-cardwell-iccrg-bbr-congestion-control-00 and Linux tcp_bbr.c (a sample per ACK)",
+    },
+    ParamSpec {
         key: "reports-per-rtt",
         unit: Unit::Count,
         default: 4.0,
@@ -261,6 +274,8 @@ pub struct BbrConfig {
     pub pacing_margin: f64,
     /// Reports per smoothed RTT (≥ 1).
     pub reports_per_rtt: u64,
+    /// BtlBw takes each report's largest per-ACK sample, not its last one.
+    pub per_ack_bw: bool,
 }
 
 impl Default for BbrConfig {
@@ -288,6 +303,7 @@ impl BbrConfig {
             full_bw_rounds: count_param(p.get("full-bw-rounds")).min(u64::from(u32::MAX)) as u32,
             pacing_margin: p.get("pacing-margin").clamp(0.0, 0.5),
             reports_per_rtt: count_param(p.get("reports-per-rtt")),
+            per_ack_bw: p.flag("per-ack-bw"),
         }
     }
 
@@ -616,11 +632,13 @@ impl Bbr {
         expired
     }
 
-    fn bw_sample(m: &Measurement) -> u64 {
-        match (m.delivery_rate, m.send_rate) {
-            (0, _) => 0,
-            (d, 0) => d,
-            (d, s) => d.min(s),
+    /// The report's delivery-rate sample: its last ACK's, or with `per-ack-bw` the largest of
+    /// its ACKs' (the last where the measurement carries no maximum).
+    fn bw_sample(&self, m: &Measurement) -> u64 {
+        if self.cfg.per_ack_bw {
+            m.delivery_rate_max.max(m.delivery_rate)
+        } else {
+            m.delivery_rate
         }
     }
 
@@ -716,7 +734,7 @@ impl Controller for Bbr {
         }
         // The model: BtlBw.
         let app_limited = m.bytes_pending == 0 && m.bytes_in_flight < self.cwnd;
-        let sample = Self::bw_sample(m);
+        let sample = self.bw_sample(m);
         if sample > 0 && (!app_limited || sample >= self.btlbw()) {
             self.bw.update(self.rounds.rounds(), sample);
         }
@@ -952,10 +970,10 @@ mod tests {
     }
 
     #[test]
-    fn the_sample_is_the_smaller_of_delivery_and_send_rate_and_app_limited_ones_only_raise() {
+    fn the_sample_is_the_reports_last_and_app_limited_ones_only_raise() {
         let mut b = bbr(BbrConfig::default());
-        let mut m = report(RTT, 10 * MSS, MSS, RTT, 8_000_000);
-        m.send_rate = 6_000_000;
+        let mut m = report(RTT, 10 * MSS, MSS, RTT, 6_000_000);
+        m.delivery_rate_max = 9_000_000;
         b.on_measurement(&m);
         assert_eq!(b.btlbw(), 6_000_000);
         // Nothing pending and little in flight: an application-limited 1 MB/s is ignored...
@@ -968,6 +986,25 @@ mod tests {
         m.delivery_rate = 7_000_000;
         b.on_measurement(&m);
         assert_eq!(b.btlbw(), 7_000_000);
+    }
+
+    #[test]
+    fn per_ack_bw_takes_the_largest_sample_of_the_report() {
+        let mut b = bbr(BbrConfig {
+            per_ack_bw: true,
+            ..BbrConfig::default()
+        });
+        let mut m = report(RTT, 10 * MSS, MSS, RTT, 6_000_000);
+        m.delivery_rate_max = 9_000_000;
+        b.on_measurement(&m);
+        assert_eq!(b.btlbw(), 9_000_000);
+        // A measurement without a maximum (0) falls back on the last sample.
+        let mut b = bbr(BbrConfig {
+            per_ack_bw: true,
+            ..BbrConfig::default()
+        });
+        b.on_measurement(&report(RTT, 10 * MSS, MSS, RTT, 6_000_000));
+        assert_eq!(b.btlbw(), 6_000_000);
     }
 
     #[test]

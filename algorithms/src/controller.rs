@@ -58,10 +58,12 @@ pub struct Measurement {
     /// of clock offsets). None where the datapath does not measure one-way delays (only the
     /// simulator does).
     pub owd_mean_us: Option<u64>,
-    /// Delivery (receive) rate, bytes/s, as the datapath last measured it.
+    /// Delivery rate, bytes/s: the sample of the interval's last ACK (bytes delivered while the
+    /// newest acknowledged packet was out, over the longer of its send and ACK intervals; 0:
+    /// none).
     pub delivery_rate: u64,
-    /// Sending rate, bytes/s, as the datapath last measured it.
-    pub send_rate: u64,
+    /// The largest per-ACK delivery-rate sample of the interval, bytes/s (0: none).
+    pub delivery_rate_max: u64,
     /// Bytes in flight at the last ACK.
     pub bytes_in_flight: u64,
     /// Packets in flight at the last ACK.

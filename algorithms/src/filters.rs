@@ -464,11 +464,12 @@ pub(crate) mod path {
                 let data = (self.delivered - p.delivered) as f64;
                 let ack_elapsed = self.now - p.delivered_time;
                 let send_elapsed = p.sent - p.first_sent;
-                if ack_elapsed > 0.0 {
-                    a.delivery_rate = (data / ack_elapsed * 1e6) as u64;
-                }
-                if send_elapsed > 0.0 {
-                    a.send_rate = (data / send_elapsed * 1e6) as u64;
+                // The delivery-rate sample as the datapaths give it: over the longer of the
+                // send and ACK intervals; the report keeps the last and the largest.
+                let elapsed = ack_elapsed.max(send_elapsed);
+                if elapsed > 0.0 {
+                    a.delivery_rate = (data / elapsed * 1e6) as u64;
+                    a.delivery_rate_max = a.delivery_rate_max.max(a.delivery_rate);
                 }
                 self.first_sent = p.sent;
                 if self.now - self.last_report >= self.period_us {
@@ -483,7 +484,6 @@ pub(crate) mod path {
                     m.rate = self.pacing as u64;
                     m.mss = self.mss as u32;
                     self.acc.delivery_rate = m.delivery_rate;
-                    self.acc.send_rate = m.send_rate;
                     self.rtt_sum = 0;
                     self.last_report = self.now;
                     let d = ctl.on_measurement(&m);

@@ -21,13 +21,21 @@ pub const INITIAL_PERIOD_US: u32 = 1_000;
 /// Source of the shared program (portus datapath language).
 ///
 /// Report fields: sums over the period (`acked`, `sacked`, `ecn_bytes`, `lost`, `rtt_sum`,
-/// `rtt_cnt`, `owd_sum`), extremes (`rtt_min`, `rtt_max`), the last value (`rtt_last`, `rin`,
-/// `rout`, `inflight`, `pending`, `cwnd`) and the period length (`micros`); `lost` also carries
+/// `rtt_cnt`, `owd_sum`), extremes (`rtt_min`, `rtt_max`, `dr_max`), the last value (`rtt_last`,
+/// `dr`, `inflight`, `pending`, `cwnd`) and the period length (`micros`); `lost` also carries
 /// whether a timeout was seen ([`TIMEOUT_FLAG`] added once). portus allows 16 report fields
 /// (its serializer refuses a report register above 15; libccp and this project's engine take
 /// 110); packet counts are derived from bytes and the MSS, and the pacing rate is the one the
 /// agent installed. An RTT sample of 0 means "none" (libccp reads it as 2^32-1), so RTT fields
 /// skip it (immediates must stay below 2^31, hence the 2000 s bound).
+///
+/// `dr` is the delivery-rate sample of each ACK as BBR takes it (draft-cheng-iccrg-delivery-rate-
+/// estimation: the bytes delivered while the newest acknowledged packet was out, over the longer
+/// of its send and ACK intervals): `min(Flow.rate_incoming, Flow.rate_outgoing)`, or
+/// `rate_incoming` alone where the datapath gives no sending rate; `dr_max` is the largest such
+/// sample of the period. Linux's BBR filters every ACK's sample; a controller reading only the
+/// last one of each report would see a handful per RTT, and the maximum of a handful of noisy
+/// samples lies below the maximum of all of them.
 ///
 /// `owd_us` is the engine's extended primitive `Flow.owd_us` (the relative one-way delay,
 /// `ccp_engine::ExtPrimitives`), bound through a control register with the reserved default
@@ -48,8 +56,8 @@ pub const SOURCE: &str = "
         (volatile rtt_sum 0)
         (volatile rtt_cnt 0)
         (volatile rtt_last 0)
-        (volatile rin 0)
-        (volatile rout 0)
+        (volatile dr 0)
+        (volatile dr_max 0)
         (volatile inflight 0)
         (volatile pending 0)
         (volatile cwnd 0)
@@ -63,12 +71,19 @@ pub const SOURCE: &str = "
     (:= Report.sacked (+ Report.sacked Ack.bytes_misordered))
     (:= Report.ecn_bytes (+ Report.ecn_bytes Ack.ecn_bytes))
     (:= Report.lost (+ Report.lost Ack.lost_pkts_sample))
-    (:= Report.rin Flow.rate_incoming)
-    (:= Report.rout Flow.rate_outgoing)
+    (:= Report.dr Flow.rate_incoming)
     (:= Report.inflight Flow.bytes_in_flight)
     (:= Report.pending Flow.bytes_pending)
     (:= Report.cwnd Cwnd)
     (:= Report.micros Micros)
+    (fallthrough)
+)
+(when (&& (> Flow.rate_outgoing 0) (< Flow.rate_outgoing Flow.rate_incoming))
+    (:= Report.dr Flow.rate_outgoing)
+    (fallthrough)
+)
+(when true
+    (:= Report.dr_max (max Report.dr_max Report.dr))
     (fallthrough)
 )
 (when (&& Flow.was_timeout (< Report.lost 16777216))
@@ -184,8 +199,8 @@ impl Decoder {
             rtt_last_us: f("Report.rtt_last")?,
             rtt_samples: rtt_cnt,
             owd_mean_us: owd_mean,
-            delivery_rate: f("Report.rin")?,
-            send_rate: f("Report.rout")?,
+            delivery_rate: f("Report.dr")?,
+            delivery_rate_max: f("Report.dr_max")?,
             bytes_in_flight: inflight,
             packets_in_flight: per_mss(inflight),
             bytes_pending: f("Report.pending")?,
@@ -221,9 +236,10 @@ mod tests {
         fn set_rate_abs(&mut self, _: u32, _: u32) {}
     }
 
-    /// The decoded (lost, timeout, rtt samples, mean OWD) of the report the program sends
-    /// after one ACK with `prims` and `ext`, on this project's engine.
-    fn one_report(prims: &Primitives, ext: &ExtPrimitives) -> (u64, bool, u64, Option<u64>) {
+    /// The fields, by name, of the first report the program sends over `acks` (each with
+    /// `ext`), on this project's engine; the engine's clock stands still, so only a loss or a
+    /// timeout makes it report.
+    fn first_report(acks: &[Primitives], ext: &ExtPrimitives) -> impl Fn(&str) -> u64 + use<> {
         let (bin, scope) = portus::lang::compile(SOURCE.as_bytes(), &[]).expect("compiles");
         let install = portus::serialize::serialize(&portus::serialize::install::Msg {
             sid: 0,
@@ -251,7 +267,9 @@ mod tests {
             )
             .unwrap();
         sent.0.clear();
-        engine.invoke_ext(&mut sent, sid, prims, ext).unwrap();
+        for prims in acks {
+            engine.invoke_ext(&mut sent, sid, prims, ext).unwrap();
+        }
         let fields = wire::parse_to_agent(&sent.0.concat())
             .unwrap()
             .into_iter()
@@ -260,10 +278,16 @@ mod tests {
                 _ => None,
             })
             .expect("a report");
-        let field = |name: &str| match scope.get(name) {
+        move |name: &str| match scope.get(name) {
             Some(portus::lang::Reg::Report(i, _, _)) => fields[usize::from(*i)],
             r => panic!("{name}: {r:?}"),
-        };
+        }
+    }
+
+    /// The decoded (lost, timeout, rtt samples, mean OWD) of the report the program sends
+    /// after one ACK with `prims` and `ext`.
+    fn one_report(prims: &Primitives, ext: &ExtPrimitives) -> (u64, bool, u64, Option<u64>) {
+        let field = first_report(std::slice::from_ref(prims), ext);
         let (lost, timeout) = split_lost(field("Report.lost"));
         let samples = field("Report.rtt_cnt");
         (
@@ -272,6 +296,37 @@ mod tests {
             samples,
             owd_mean(field("Report.owd_sum"), samples),
         )
+    }
+
+    #[test]
+    fn reports_carry_the_last_and_the_largest_delivery_rate_sample() {
+        // Each ACK's sample is the smaller of the two rates, or the incoming one where the
+        // datapath gives no outgoing rate; the report's last ACK (a loss) makes it report.
+        let ack = |rin: u64, rout: u64, lost: u32| Primitives {
+            rate_incoming: rin,
+            rate_outgoing: rout,
+            lost_pkts_sample: lost,
+            ..Primitives::default()
+        };
+        let acks = [
+            ack(5_000_000, 9_000_000, 0),
+            ack(9_000_000, 8_000_000, 0),
+            ack(7_000_000, 0, 0),
+            ack(6_000_000, 4_000_000, 1),
+        ];
+        let field = first_report(&acks, &ExtPrimitives::default());
+        assert_eq!(field("Report.dr"), 4_000_000, "the last ACK's sample");
+        assert_eq!(
+            field("Report.dr_max"),
+            8_000_000,
+            "the largest ACK's sample"
+        );
+        // A lone ACK without an outgoing rate: its incoming rate.
+        let field = first_report(&[ack(7_000_000, 0, 1)], &ExtPrimitives::default());
+        assert_eq!(
+            (field("Report.dr"), field("Report.dr_max")),
+            (7_000_000, 7_000_000)
+        );
     }
 
     #[test]
@@ -336,8 +391,8 @@ mod tests {
             "Report.rtt_sum",
             "Report.rtt_cnt",
             "Report.rtt_last",
-            "Report.rin",
-            "Report.rout",
+            "Report.dr",
+            "Report.dr_max",
             "Report.inflight",
             "Report.pending",
             "Report.cwnd",

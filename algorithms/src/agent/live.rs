@@ -429,7 +429,7 @@ fn history_report(m: &Measurement, min_rtt_us: u64) -> Measurement {
         rtt_samples: 1,
         owd_mean_us: m.owd_mean_us.map(|_| 0),
         delivery_rate: m.delivery_rate,
-        send_rate: m.send_rate,
+        delivery_rate_max: m.delivery_rate_max,
         bytes_in_flight: m.bytes_in_flight,
         packets_in_flight: m.packets_in_flight,
         bytes_pending: m.bytes_pending,
@@ -604,7 +604,7 @@ mod tests {
             rtt_last_us: rtt_us,
             rtt_samples: (acked / 1448).max(1),
             delivery_rate: acked * 1_000_000 / rtt_us,
-            send_rate: acked * 1_000_000 / rtt_us,
+            delivery_rate_max: acked * 1_000_000 / rtt_us,
             bytes_in_flight: cwnd,
             packets_in_flight: cwnd / 1448,
             bytes_pending: 1 << 30,
@@ -694,7 +694,7 @@ mod tests {
         Measurement {
             interval_us: 2_500,
             delivery_rate: acked * 400,
-            send_rate: acked * 400,
+            delivery_rate_max: acked * 400,
             bytes_in_flight: acked * 4,
             ..report_at(now_us, acked, 10_000, 0, rate)
         }
