@@ -55,6 +55,13 @@
 //!   fused window holds it above that: see "Calibration"), it stays
 //!   `probe-rtt-duration` (200 ms) *and* at least one round, then stamps `RTprop` as fresh,
 //!   restores the window to at least the saved one and returns to ProbeBW (pipe full) or Startup.
+//!   Its reports are application-limited (the draft's and Linux's `C.app_limited = delivered +
+//!   inflight` in ProbeRTT), and so are those up to the delivery of the data in flight when that
+//!   mark is passed (Linux marks each packet sent before it): ProbeRTT's 4-packet samples only
+//!   count if they raise `BtlBw`. Without this the filter, whose rounds are short at 4 packets in
+//!   flight, forgot the pipe's rate within ProbeRTT and the flow left it pacing at a few Mbit/s,
+//!   seconds below the link after every ProbeRTT (docs/results/datapaths.md, "BBR against
+//!   Cubic").
 //!
 //! **Control** (Rate mode: the pacing rate leads, the window only caps the data in flight):
 //! - pacing rate = `(1 − pacing-margin) · pacing_gain · BtlBw`; while the pipe is not yet full it
@@ -363,6 +370,14 @@ pub struct Bbr {
     /// In ProbeRTT, a fused window above the ProbeRTT window was installed over BBR's (PolyCC):
     /// the flow cannot drain to it, so the ProbeRTT time runs without waiting for the drain.
     probe_rtt_held_open: bool,
+    /// Reports are application-limited until the flow has delivered this many bytes: the data
+    /// sent during ProbeRTT (the draft's and Linux's `C.app_limited = delivered + inflight`
+    /// there), whose low rate must not enter the BtlBw filter.
+    app_limited_until: u64,
+    /// The mark above has not been passed yet since ProbeRTT set it. Linux marks every packet
+    /// sent before it is passed application-limited, so when it is, the mark moves once more
+    /// over the data then in flight.
+    app_limited_tail: bool,
     /// The window saved on entering ProbeRTT or loss recovery, bytes.
     prior_cwnd: u64,
     /// In loss recovery (restore `prior_cwnd` when the loss epoch ends).
@@ -407,6 +422,8 @@ impl Bbr {
             probe_rtt_done_us: None,
             probe_rtt_round_done: false,
             probe_rtt_held_open: false,
+            app_limited_until: 0,
+            app_limited_tail: false,
             prior_cwnd: 0,
             in_recovery: false,
             conservation_until_round: None,
@@ -618,6 +635,20 @@ impl Bbr {
         }
     }
 
+    /// Whether this report's samples come from data sent during ProbeRTT or before its mark was
+    /// passed (application-limited, as Linux marks them).
+    fn after_probe_rtt(&mut self, m: &Measurement) -> bool {
+        if self.rounds.delivered() < self.app_limited_until {
+            return true;
+        }
+        if self.app_limited_tail {
+            self.app_limited_tail = false;
+            self.app_limited_until = self.rounds.delivered() + m.bytes_in_flight.max(1);
+            return true;
+        }
+        false
+    }
+
     /// Update RTprop from the report's smallest RTT; returns whether the estimate had expired.
     fn update_min_rtt(&mut self, m: &Measurement) -> bool {
         let expired = m.now_us
@@ -733,7 +764,8 @@ impl Controller for Bbr {
             self.pacing_rate = self.cfg.pace(self.cfg.startup_gain, nominal);
         }
         // The model: BtlBw.
-        let app_limited = m.bytes_pending == 0 && m.bytes_in_flight < self.cwnd;
+        let app_limited =
+            (m.bytes_pending == 0 && m.bytes_in_flight < self.cwnd) || self.after_probe_rtt(m);
         let sample = self.bw_sample(m);
         if sample > 0 && (!app_limited || sample >= self.btlbw()) {
             self.bw.update(self.rounds.rounds(), sample);
@@ -758,11 +790,31 @@ impl Controller for Bbr {
             self.enter_probe_rtt();
         }
         if self.mode == Mode::ProbeRtt {
+            // Samples of what ProbeRTT sends are application-limited (the draft's
+            // BBRHandleProbeRTT): without this the 10-round filter, whose rounds are short
+            // while 4 packets are in flight, forgot the pipe's rate during ProbeRTT's 200 ms
+            // and the flow left it pacing at a few Mbit/s.
+            self.app_limited_until = self.rounds.delivered() + m.bytes_in_flight.max(1);
+            self.app_limited_tail = true;
             self.handle_probe_rtt(m, round_start);
         }
         // Control.
         self.set_pacing_rate();
         self.set_cwnd(m, delivered, event == WindowEvent::Loss);
+        tracing::debug!(
+            now_us = m.now_us,
+            state = ?self.mode,
+            gain = self.pacing_gain,
+            round = self.rounds.rounds(),
+            sample,
+            btlbw = self.btlbw(),
+            min_rtt_us = self.min_rtt_us,
+            inflight = m.bytes_in_flight,
+            lost = m.lost_packets,
+            cwnd = self.cwnd,
+            pacing = self.pacing_rate,
+            "bbr report"
+        );
         Decision {
             cwnd: Some(self.cwnd()),
             rate: Some(self.pacing_rate),
@@ -1181,6 +1233,44 @@ mod tests {
             );
         }
         assert_eq!(b.state(), Mode::ProbeBw);
+    }
+
+    #[test]
+    fn probe_rtt_keeps_the_bandwidth_estimate() {
+        // ProbeRTT's own samples (4 packets per RTT) are application-limited, as the draft and
+        // Linux mark them: the 10-round filter, whose rounds are one report each while 4
+        // packets are in flight, must not forget the pipe's rate over ProbeRTT's 200 ms and
+        // leave the flow pacing at a few Mbit/s (measured on the emulator before: BtlBw 2.3
+        // Mbit/s on leaving ProbeRTT, seconds below the link's rate after every ProbeRTT).
+        let rate = 10_000_000;
+        let mut b = bbr(BbrConfig::default());
+        b.on_measurement(&report(1_000, 10 * MSS, 80 * MSS, RTT, rate));
+        let mut now = 10_002_000;
+        b.on_measurement(&report(now, 10 * MSS, 80 * MSS, RTT, rate));
+        assert_eq!(b.state(), Mode::ProbeRtt);
+        // Four packets in flight, a round a report (reports every RTT/4, as BBR asks).
+        let low = 4 * MSS * 1_000_000 / RTT;
+        let mut rounds = 0;
+        while b.state() == Mode::ProbeRtt && now < 11_000_000 {
+            now += RTT / 4;
+            let r0 = b.rounds();
+            b.on_measurement(&report(now, 4 * MSS, 4 * MSS, RTT, low));
+            rounds += b.rounds() - r0;
+            assert_eq!(b.btlbw(), rate, "in ProbeRTT, after {rounds} rounds");
+        }
+        assert!(
+            rounds > 10,
+            "ProbeRTT lasted {rounds} rounds, the filter's window is 10"
+        );
+        assert_ne!(b.state(), Mode::ProbeRtt);
+        // The first report after it still carries ProbeRTT's data: ignored too; then the
+        // flow's own samples count again.
+        now += RTT / 4;
+        b.on_measurement(&report(now, 4 * MSS, 40 * MSS, RTT, low));
+        assert_eq!(b.btlbw(), rate);
+        now += RTT / 4;
+        b.on_measurement(&report(now, 40 * MSS, 80 * MSS, RTT, rate - 1));
+        assert!(b.btlbw() >= rate - 1);
     }
 
     #[test]
