@@ -14,7 +14,7 @@
 //! the shared measurement program), so that `BtlBw` is the maximum of every ACK's sample over the
 //! window, as the draft and Linux's `tcp_bbr.c` filter it. The default keeps the project's
 //! measured figures; `per-ack-bw` moves our BBR toward the kernel's against a Cubic flow
-//! (docs/results/datapaths.md, "BBR's bandwidth samples"). A report is *application-limited* when the
+//! (docs/results/datapaths.md, "BBR against Cubic"). A report is *application-limited* when the
 //! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
 //! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
 //! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
