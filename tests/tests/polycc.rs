@@ -170,9 +170,10 @@ fn goodput_gain_over_bbr_grows_with_ack_jitter() {
         bbr_at.push(bbr);
         poly_at.push(poly);
     }
-    // Measured (mean of 8 seeds): bbr 18.06 / 12.41 / 6.43 / 6.48 Mbit/s, polycc 18.64 / 19.06
-    // / 19.12 / 19.10 Mbit/s: gains 1.03, 1.54, 2.97, 2.95 (19.14 and 2.98 at ±70 ms before
-    // CUBIC grew only while its window limits the flow). (Before BBR's ProbeRTT ended under a
+    // Measured (mean of 8 seeds): bbr 18.03 / 12.42 / 5.82 / 6.69 Mbit/s, polycc 18.61 / 19.04
+    // / 19.12 / 19.11 Mbit/s: gains 1.03, 1.53, 3.29, 2.86 (before BBR's ProbeRTT kept its
+    // bandwidth filter: bbr 18.06 / 12.41 / 6.43 / 6.48, gains 1.03, 1.54, 2.97, 2.95; 19.14 and
+    // 2.98 at ±70 ms before CUBIC grew only while its window limits the flow). (Before BBR's ProbeRTT ended under a
     // fused window, BBR sat in ProbeRTT from 10 s on and the flow's pacing rate decayed: polycc
     // 14.64 / 16.12 / 16.54 / 16.98.)
     // Slight jitter: about the same.
