@@ -9,12 +9,14 @@
 //! **Measurements.** Reports come every srtt/4 (`reports-per-rtt`, [`ReportClock`]): one report
 //! per RTT is too coarse to time rounds, gain-cycle phases of one RTprop and ProbeRTT's exit. Each
 //! report gives one delivery-rate sample (each ACK's is the draft's
-//! `delivered / max(ack_elapsed, send_elapsed)`): by default its last ACK's (`delivery_rate`);
-//! with `per-ack-bw` the largest of all its ACKs' (`delivery_rate_max`, folded in the datapath by
-//! the shared measurement program), so that `BtlBw` is the maximum of every ACK's sample over the
-//! window, as the draft and Linux's `tcp_bbr.c` filter it. The default keeps the project's
-//! measured figures; `per-ack-bw` moves our BBR toward the kernel's against a Cubic flow
-//! (docs/results/datapaths.md, "BBR against Cubic"). A report is *application-limited* when the
+//! `delivered / max(ack_elapsed, send_elapsed)`): the largest of all its ACKs'
+//! (`delivery_rate_max`, folded in the datapath by the shared measurement program), so that
+//! `BtlBw` is the maximum of every ACK's sample over the window, as the draft and Linux's
+//! `tcp_bbr.c` filter it (`per-ack-bw`, on by default). `per-ack-bw=false` takes only the report's
+//! last ACK's sample (`delivery_rate`), four per RTT: a subsample whose maximum runs low; against
+//! a kernel Cubic flow it left our BBR 3.4 Mbit/s below the kernel's, where the per-ACK maximum
+//! leaves it 1.1 below (docs/results/datapaths.md, "BBR against Cubic"). A report is
+//! *application-limited* when the
 //! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
 //! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
 //! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
@@ -222,10 +224,9 @@ pub const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         key: "per-ack-bw",
         unit: Unit::Bool,
-        default: 0.0,
+        default: 1.0,
         help: "take each report's largest per-ACK delivery-rate sample into the BtlBw filter, as \
-               Linux filters every ACK's, rather than its last ACK's; off by default: the \
-               project's measured figures are without it",
+               the draft and Linux filter every ACK's (false: only the report's last ACK's)",
         source: "draft-cardwell-iccrg-bbr-congestion-control-00 and Linux tcp_bbr.c (a sample per ACK)",
     },
     ParamSpec {
@@ -281,7 +282,7 @@ pub struct BbrConfig {
     pub pacing_margin: f64,
     /// Reports per smoothed RTT (≥ 1).
     pub reports_per_rtt: u64,
-    /// BtlBw takes each report's largest per-ACK sample, not its last one.
+    /// BtlBw takes each report's largest per-ACK sample (the default), not its last one.
     pub per_ack_bw: bool,
 }
 
@@ -1022,8 +1023,11 @@ mod tests {
     }
 
     #[test]
-    fn the_sample_is_the_reports_last_and_app_limited_ones_only_raise() {
-        let mut b = bbr(BbrConfig::default());
+    fn without_per_ack_bw_the_sample_is_the_reports_last_and_app_limited_ones_only_raise() {
+        let mut b = bbr(BbrConfig {
+            per_ack_bw: false,
+            ..BbrConfig::default()
+        });
         let mut m = report(RTT, 10 * MSS, MSS, RTT, 6_000_000);
         m.delivery_rate_max = 9_000_000;
         b.on_measurement(&m);
@@ -1041,20 +1045,21 @@ mod tests {
     }
 
     #[test]
-    fn per_ack_bw_takes_the_largest_sample_of_the_report() {
-        let mut b = bbr(BbrConfig {
-            per_ack_bw: true,
-            ..BbrConfig::default()
-        });
+    fn by_default_btlbw_takes_the_largest_per_ack_sample_of_the_report() {
+        assert!(BbrConfig::default().per_ack_bw);
+        let mut b = bbr(BbrConfig::default());
         let mut m = report(RTT, 10 * MSS, MSS, RTT, 6_000_000);
         m.delivery_rate_max = 9_000_000;
         b.on_measurement(&m);
         assert_eq!(b.btlbw(), 9_000_000);
+        // An application-limited report's largest sample counts only if it raises the estimate.
+        let mut m = report(2 * RTT, 10 * MSS, MSS, RTT, 1_000_000);
+        m.bytes_pending = 0;
+        m.delivery_rate_max = 2_000_000;
+        b.on_measurement(&m);
+        assert_eq!(b.btlbw(), 9_000_000);
         // A measurement without a maximum (0) falls back on the last sample.
-        let mut b = bbr(BbrConfig {
-            per_ack_bw: true,
-            ..BbrConfig::default()
-        });
+        let mut b = bbr(BbrConfig::default());
         b.on_measurement(&report(RTT, 10 * MSS, MSS, RTT, 6_000_000));
         assert_eq!(b.btlbw(), 6_000_000);
     }
