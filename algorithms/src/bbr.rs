@@ -16,9 +16,9 @@
 //! last ACK's sample (`delivery_rate`), four per RTT: a subsample whose maximum runs low; against
 //! a kernel Cubic flow it left our BBR 3.4 Mbit/s below the kernel's, where the per-ACK maximum
 //! leaves it 1.1 below (docs/results/datapaths.md, "BBR against Cubic"). A report is
-//! *application-limited* when the
-//! sender had nothing queued (`bytes_pending == 0`) and less than `cwnd` in flight; its samples
-//! only count if they raise the estimate, and it never advances the full-pipe check (as the draft).
+//! *application-limited* when the sender had nothing queued (`bytes_pending == 0`) and less than
+//! `cwnd` in flight; its samples only count if they raise the estimate, and it never advances the
+//! full-pipe check (as the draft).
 //! Rounds are packet-timed ([`RoundCounter`]: a round ends when the data in flight at its start has
 //! been delivered). Delivered bytes are acknowledged in order *or SACKed*, each byte counted once
 //! ([`DeliveryCounter`]; the draft's `C.delivered`, Linux's `acked_sacked`): they time the rounds

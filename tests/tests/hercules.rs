@@ -160,10 +160,10 @@ fn all_unbounded_hercules_gives_the_100_mbit_flow_more_than_fair_share_protocols
     for alg in ["cubic", "bbr", "vivace"] {
         let (w, big, _) = sweep(alg, true);
         best = best.max(w);
-        // Every baseline splits the link about evenly: the 100 Mbit/s flow gets a fifth to a
-        // quarter of it. Hercules gives it at least 1.5x as much at every capacity: measured
-        // 1.73x at the least (bbr at 135 Mbit/s: 0.342 against 0.593; BBR's five flows split
-        // the link unevenly), 2.2-2.6x against cubic and vivace.
+        // The fair-share baselines give the 100 Mbit/s flow about a fifth of the link (bbr, whose
+        // five flows split it less evenly, up to a quarter). Hercules gives it at least 1.5x as
+        // much at every capacity: measured 1.73x at the least (bbr at 135 Mbit/s: 0.342 against
+        // 0.593), 2.2-2.6x against cubic and vivace.
         for (hb, b) in h_big.iter().zip(&big) {
             assert!(
                 hb >= &(1.5 * b),
