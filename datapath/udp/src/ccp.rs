@@ -12,10 +12,13 @@
 //! program's `owd_us` register keeps its "not measured" default.
 //!
 //! # Fallback
-//! The agent answers every report (see the adapter in `ccp-algorithms`). When a message to the
-//! agent cannot be delivered, or the agent has left messages unanswered for longer than the
-//! silence timeout (a few smoothed RTTs, at least `silence_timeout`), every flow under the agent
-//! switches to [`BuiltinReno`], resuming from its current window, and the switch is logged. Every
+//! The agent answers every report (see the adapter in `ccp-algorithms`). When the agent cannot
+//! be reached (no socket, nobody bound to it), or it has left messages unanswered for longer than
+//! the silence timeout (a few smoothed RTTs, at least `silence_timeout`), every
+//! flow under the agent switches to [`BuiltinReno`], resuming from its current window, and the
+//! switch is logged. A message that finds a live agent's queue full for the 5-ms write timeout
+//! is dropped and counted (`send_failures`), not taken for the agent's loss: a loaded machine
+//! that starves the agent for a moment must not end its control of every flow. Every
 //! `probe_interval` the control plane checks whether an agent socket exists again; if so it
 //! announces itself and re-creates the waiting flows at the agent. A flow returns to the agent
 //! when the agent's datapath program first runs on it (the agent installed it and set its
@@ -156,7 +159,15 @@ impl Link {
             }
             Err(e) => {
                 self.send_failures.fetch_add(1, Ordering::Relaxed);
-                self.send_failed.store(true, Ordering::Relaxed);
+                // A full queue at a live agent (the 5-ms write timeout ran out) loses this one
+                // message; the silence timeout decides whether the agent is gone. Anything else
+                // (no socket, nobody bound to it) means the agent cannot be reached.
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
+                    self.send_failed.store(true, Ordering::Relaxed);
+                }
                 Err(e)
             }
         }
@@ -884,5 +895,66 @@ impl FlowController for CcpFlow {
         let sh = &mut *guard;
         sh.backend.stop(&sh.link, self.key);
         sh.flows.remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(sock: UnixDatagram, agent: PathBuf) -> Link {
+        Link {
+            sock,
+            agent,
+            base: Instant::now(),
+            unanswered_since: AtomicU64::new(0),
+            send_failed: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            send_failures: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_at_a_live_agent_drops_the_message_but_does_not_lose_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent_path = dir.path().join("agent.sock");
+        // An agent that is bound but never reads: its queue fills.
+        let _agent = UnixDatagram::bind(&agent_path).unwrap();
+        let sock = UnixDatagram::bind(dir.path().join("dp.sock")).unwrap();
+        sock.set_write_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let l = link(sock, agent_path);
+        let msg = [0u8; 512];
+        let mut full = false;
+        for _ in 0..100_000 {
+            if l.send(&msg).is_err() {
+                full = true;
+                break;
+            }
+        }
+        assert!(full, "the agent's queue never filled");
+        assert_eq!(l.send_failures.load(Ordering::Relaxed), 1);
+        assert!(!l.send_failed.load(Ordering::Relaxed));
+        // The messages it did take started the silence clock, which decides instead.
+        assert!(l.unanswered_since.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn no_agent_at_the_socket_path_loses_the_agent_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = UnixDatagram::bind(dir.path().join("dp.sock")).unwrap();
+        let l = link(sock, dir.path().join("no-agent.sock"));
+        assert!(l.send(&[0u8; 16]).is_err());
+        assert!(l.send_failed.load(Ordering::Relaxed));
+        // A socket file nobody is bound to any more (a killed agent) is the same.
+        let gone = dir.path().join("gone.sock");
+        drop(UnixDatagram::bind(&gone).unwrap());
+        let l = link(
+            UnixDatagram::bind(dir.path().join("dp2.sock")).unwrap(),
+            gone,
+        );
+        assert!(l.send(&[0u8; 16]).is_err());
+        assert!(l.send_failed.load(Ordering::Relaxed));
     }
 }
