@@ -144,6 +144,19 @@ struct Link {
 }
 
 impl Link {
+    fn new(sock: UnixDatagram, agent: PathBuf) -> Link {
+        Link {
+            sock,
+            agent,
+            base: Instant::now(),
+            unanswered_since: AtomicU64::new(0),
+            send_failed: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            send_failures: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        }
+    }
+
     fn send(&self, msg: &[u8]) -> std::io::Result<()> {
         match self.sock.send_to(msg, &self.agent) {
             Ok(_) => {
@@ -619,16 +632,7 @@ impl ControlPlane {
             source,
         })?;
         let _ = recv_sock.set_read_timeout(Some(Duration::from_millis(20)));
-        let link = Arc::new(Link {
-            sock,
-            agent: cfg.agent_socket.clone(),
-            base: Instant::now(),
-            unanswered_since: AtomicU64::new(0),
-            send_failed: AtomicBool::new(false),
-            sent: AtomicU64::new(0),
-            send_failures: AtomicU64::new(0),
-            received: AtomicU64::new(0),
-        });
+        let link = Arc::new(Link::new(sock, cfg.agent_socket.clone()));
         if !cfg.agent_socket.exists() {
             warn!(
                 agent = %cfg.agent_socket.display(),
@@ -902,19 +906,6 @@ impl FlowController for CcpFlow {
 mod tests {
     use super::*;
 
-    fn link(sock: UnixDatagram, agent: PathBuf) -> Link {
-        Link {
-            sock,
-            agent,
-            base: Instant::now(),
-            unanswered_since: AtomicU64::new(0),
-            send_failed: AtomicBool::new(false),
-            sent: AtomicU64::new(0),
-            send_failures: AtomicU64::new(0),
-            received: AtomicU64::new(0),
-        }
-    }
-
     #[test]
     fn a_full_queue_at_a_live_agent_drops_the_message_but_does_not_lose_the_agent() {
         let dir = tempfile::tempdir().unwrap();
@@ -924,7 +915,7 @@ mod tests {
         let sock = UnixDatagram::bind(dir.path().join("dp.sock")).unwrap();
         sock.set_write_timeout(Some(Duration::from_millis(5)))
             .unwrap();
-        let l = link(sock, agent_path);
+        let l = Link::new(sock, agent_path);
         let msg = [0u8; 512];
         let mut full = false;
         for _ in 0..100_000 {
@@ -944,13 +935,13 @@ mod tests {
     fn no_agent_at_the_socket_path_loses_the_agent_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let sock = UnixDatagram::bind(dir.path().join("dp.sock")).unwrap();
-        let l = link(sock, dir.path().join("no-agent.sock"));
+        let l = Link::new(sock, dir.path().join("no-agent.sock"));
         assert!(l.send(&[0u8; 16]).is_err());
         assert!(l.send_failed.load(Ordering::Relaxed));
         // A socket file nobody is bound to any more (a killed agent) is the same.
         let gone = dir.path().join("gone.sock");
         drop(UnixDatagram::bind(&gone).unwrap());
-        let l = link(
+        let l = Link::new(
             UnixDatagram::bind(dir.path().join("dp2.sock")).unwrap(),
             gone,
         );
