@@ -14,11 +14,11 @@
 //! # Fallback
 //! The agent answers every report (see the adapter in `ccp-algorithms`). When the agent cannot
 //! be reached (no socket, nobody bound to it), or it has left messages unanswered for longer than
-//! the silence timeout (a few smoothed RTTs, at least `silence_timeout`), every
-//! flow under the agent switches to [`BuiltinReno`], resuming from its current window, and the
-//! switch is logged. A message that finds a live agent's queue full for the 5-ms write timeout
-//! is dropped and counted (`send_failures`), not taken for the agent's loss: a loaded machine
-//! that starves the agent for a moment must not end its control of every flow. Every
+//! the silence timeout (a few smoothed RTTs, at least `silence_timeout`), every flow under the
+//! agent switches to [`BuiltinReno`], resuming from its current window, and the switch is
+//! logged. A message that finds a live agent's queue full for the 5-ms write timeout is dropped
+//! and counted (`send_failures`), not taken for the agent's loss: a loaded machine that starves
+//! the agent for a moment must not end its control of every flow. Every
 //! `probe_interval` the control plane checks whether an agent socket exists again; if so it
 //! announces itself and re-creates the waiting flows at the agent. A flow returns to the agent
 //! when the agent's datapath program first runs on it (the agent installed it and set its
