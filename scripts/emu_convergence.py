@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
-"""Convergence after a bandwidth step, from the sender traces of an emulator (ccp-udp) run.
+"""Convergence after a bandwidth step, from the sender traces of an emulator (ccp-udp) or
+simulator run.
 
-For every run of a ccp-exp results directory (e.g. of experiments/recipes/polycc/emu-halving.yaml)
-reads raw/send.json, whose flows carry a trace sample (bytes in flight, in-order bytes delivered)
-every 10 ms counted from the end of the handshake, and prints per flow:
+For every run of a ccp-exp results directory (e.g. of experiments/recipes/polycc/emu-halving.yaml
+or halving.yaml) reads raw/send.json (emulator: each flow's trace samples the bytes in flight and
+the in-order bytes delivered every 10 ms, counted from the end of the handshake) or
+raw/flow_series.csv (simulator: the same every 10 ms of the run's clock), and prints per flow:
 
   convergence  seconds from the step until every 500-ms mean of the bytes in flight stays at most
                LIMIT bytes to the end of the trace (docs/results/polycc.md, scenario 2);
   goodput      in-order bytes from the step to END seconds, Mbit/s.
 
-The step is given on the link's clock (the recipe's trace: 5 s); the flow's trace starts one
-handshake later, so the step is placed at STEP minus the flow's handshake RTT.
+The step is given on the link's clock (the recipe's trace: 5 s); an emulator flow's trace starts
+one handshake later, so there the step is placed at STEP minus the flow's handshake RTT.
 
   scripts/emu_convergence.py results/polycc-emu-halving [--step 5] [--limit 187500] [--end 15.5]
+  scripts/emu_convergence.py results/polycc-halving
 """
 import argparse
+import csv
 import glob
 import json
 import os
@@ -36,6 +40,27 @@ def convergence(trace, at, limit):
     return settled - at
 
 
+def traces(raw, step):
+    """(flow, step on the trace's clock, [(t s, bytes in flight, bytes delivered)]) per flow."""
+    send = os.path.join(raw, "send.json")
+    if os.path.exists(send):
+        with open(send) as f:
+            for fl in json.load(f)["flows"]:
+                trace = [(s["t_s"], s["bytes_in_flight"], s["delivered_bytes"]) for s in fl["trace"]]
+                yield fl["flow"], step - fl["handshake_rtt_ms"] / 1e3, trace
+        return
+    series = os.path.join(raw, "flow_series.csv")
+    if not os.path.exists(series):
+        sys.exit(f"{raw}: neither send.json nor flow_series.csv")
+    by_flow = {}
+    with open(series) as f:
+        for r in csv.DictReader(f):
+            by_flow.setdefault(int(r["flow"]), []).append(
+                (int(r["time_ns"]) / 1e9, int(r["inflight_bytes"]), int(r["delivered_bytes"])))
+    for flow, trace in sorted(by_flow.items()):
+        yield flow, step, trace
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", help="a ccp-exp results directory")
@@ -44,22 +69,18 @@ def main():
                     help="bytes in flight counted as converged (default 1.5 x the 10 Mbit/s, 100 ms BDP)")
     ap.add_argument("--end", type=float, default=15.5, help="end of the goodput window, s (default 15.5)")
     a = ap.parse_args()
-    files = sorted(glob.glob(os.path.join(a.results, "runs", "*", "*", "r*", "raw", "send.json")))
-    if not files:
-        sys.exit(f"{a.results}: no runs/*/*/r*/raw/send.json (an emulator results directory?)")
-    for path in files:
-        run = os.path.relpath(os.path.dirname(os.path.dirname(path)), os.path.join(a.results, "runs"))
-        with open(path) as f:
-            flows = json.load(f)["flows"]
-        for fl in flows:
-            trace = [(s["t_s"], s["bytes_in_flight"], s["delivered_bytes"]) for s in fl["trace"]]
-            at = a.step - fl["handshake_rtt_ms"] / 1e3
+    runs = sorted(glob.glob(os.path.join(a.results, "runs", "*", "*", "r*", "raw")))
+    if not runs:
+        sys.exit(f"{a.results}: no runs/*/*/r*/raw (a ccp-exp results directory?)")
+    for raw in runs:
+        run = os.path.relpath(os.path.dirname(raw), os.path.join(a.results, "runs"))
+        for flow, at, trace in traces(raw, a.step):
             c = convergence(trace, at, a.limit)
             inside = [s for s in trace if at <= s[0] <= a.end]
             g = ((inside[-1][2] - inside[0][2]) * 8 / (inside[-1][0] - inside[0][0]) / 1e6
                  if len(inside) >= 2 and inside[-1][0] > inside[0][0] else float("nan"))
             cs = "n/a" if c is None else f"{c:.2f} s"
-            print(f"{run} flow {fl['flow']}: step at {at:.2f} s, convergence {cs}, goodput after {g:.2f} Mbit/s")
+            print(f"{run} flow {flow}: step at {at:.2f} s, convergence {cs}, goodput after {g:.2f} Mbit/s")
 
 
 if __name__ == "__main__":
