@@ -157,6 +157,27 @@ fn udp_pair(shell: &Shell) -> (UdpSocket, UdpSocket) {
 /// datagram. Times are the kernel's receive timestamps (SO_TIMESTAMPNS), i.e. when the emulator
 /// wrote the packet, unaffected by when this thread gets to run.
 fn receive_all(rx: &UdpSocket, shell: &Shell, quiet: Duration) -> Vec<(u64, usize)> {
+    receive_until(rx, shell, quiet, || true)
+}
+
+/// As `receive_all` while `sender` runs: a quiet spell ends the receiving only once the sender
+/// has finished, so a loaded machine that stalls the sender or the emulator for longer than
+/// `quiet` does not cut the measurement short.
+fn receive_while<T>(
+    rx: &UdpSocket,
+    shell: &Shell,
+    quiet: Duration,
+    sender: &std::thread::JoinHandle<T>,
+) -> Vec<(u64, usize)> {
+    receive_until(rx, shell, quiet, || sender.is_finished())
+}
+
+fn receive_until(
+    rx: &UdpSocket,
+    shell: &Shell,
+    quiet: Duration,
+    may_stop: impl Fn() -> bool,
+) -> Vec<(u64, usize)> {
     rx.set_read_timeout(Some(quiet)).unwrap();
     let fd = rx.as_raw_fd();
     let on: libc::c_int = 1;
@@ -188,7 +209,10 @@ fn receive_all(rx: &UdpSocket, shell: &Shell, quiet: Duration) -> Vec<(u64, usiz
             m.msg_controllen = std::mem::size_of_val(&ctl) as _;
             let n = libc::recvmsg(fd, &mut m, 0);
             if n < 0 {
-                break;
+                if may_stop() {
+                    break;
+                }
+                continue;
             }
             let mut ts = None;
             let mut c = libc::CMSG_FIRSTHDR(&m);
@@ -286,7 +310,7 @@ fn constant_rate_is_within_one_percent() {
     let shell = link_shell("terate", up, LinkConfig::rate(rate as u64));
     let (tx, rx) = udp_pair(&shell);
     let sender = std::thread::spawn(move || blast(&tx, 1472, 55e6, Duration::from_secs(3)));
-    let got = receive_all(&rx, &shell, Duration::from_millis(500));
+    let got = receive_while(&rx, &shell, Duration::from_millis(500), &sender);
     sender.join().unwrap();
     let (up, _) = shell.dir_stats();
     assert!(
@@ -423,7 +447,7 @@ fn loss_rate_is_within_statistical_bounds() {
             std::thread::sleep(Duration::from_micros(100));
         }
     });
-    let got = receive_all(&rx, &shell, Duration::from_millis(500));
+    let got = receive_while(&rx, &shell, Duration::from_millis(500), &sender);
     sender.join().unwrap();
     let lost = (n as f64 - got.len() as f64) / n as f64;
     // Binomial: sd = sqrt(0.2·0.8/5000) ≈ 0.0057; allow 5 sd.
@@ -504,7 +528,7 @@ fn real_mahimahi_traces_load_and_replay() {
     let (tx, rx) = udp_pair(&shell);
     let start = shell.clock().now_us() - shell.link_origin_us();
     let sender = std::thread::spawn(move || blast(&tx, 1472, 20e6, Duration::from_secs(2)));
-    let got = receive_all(&rx, &shell, Duration::from_millis(800));
+    let got = receive_while(&rx, &shell, Duration::from_millis(800), &sender);
     sender.join().unwrap();
     // Every datagram used one whole opportunity: count the opportunities in the window.
     let end = got.last().map(|g| g.0).unwrap_or(0) - shell.link_origin_us();
