@@ -52,6 +52,8 @@
 //! Control mode is [`ControlMode::Rate`]: every decision sets the pacing rate and a window cap of
 //! `2·rate·srtt + 4 MSS`.
 //!
+//! [`ControlMode::Rate`]: crate::controller::ControlMode::Rate
+//!
 //! # Choices where the paper is silent
 //!
 //! Everything specific to CCP — MI attribution by shifting reports one RTT, completion when a
@@ -67,6 +69,9 @@
 //! it; otherwise a new probing round, τ and k reset); [`Fused::Cwnd`] is converted with the
 //! smoothed RTT and ignored before any RTT sample. Calibrating to Vivace's own rate changes
 //! nothing.
+//!
+//! [`Fused::Rate`]: crate::controller::Fused::Rate
+//! [`Fused::Cwnd`]: crate::controller::Fused::Cwnd
 
 use crate::controller::{Controller, Decision, FlowStart};
 use crate::mi::{
