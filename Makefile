@@ -27,6 +27,7 @@ fmt:
 
 bench: build
 	$(CARGO) bench -p ccp-engine --bench engine
+	$(CARGO) bench -p ccp-algorithms --bench controllers
 	$(CARGO) bench -p ccp-tests --bench agent_rtt
 	$(CARGO) bench -p ccp-bpf --bench loopback   # root only (BPF struct_ops); says so otherwise
 
