@@ -47,14 +47,15 @@ impl TimeSource for Clock {
     }
 }
 
-/// A controller of `spec` with its defaults and a JCCE of its own on `clock`.
-fn build(spec: &AlgorithmSpec, clock: &Arc<Clock>) -> Box<dyn Controller> {
+/// A controller of `spec` with its defaults and a JCCE of its own on `clock`, and its decision
+/// at the flow's start.
+fn start(spec: &AlgorithmSpec, clock: &Arc<Clock>) -> (Box<dyn Controller>, Decision) {
     let source = Arc::new(SimSource::new(clock.clone(), 1_000, 1_000, 1).expect("a JCCE core"));
     let mut c = with_source(Some(Arc::new(SharedSim(source))), || {
         (spec.build)(&spec.defaults())
     });
-    c.on_start(&START);
-    c
+    let d = c.on_start(&START);
+    (c, d)
 }
 
 const START: FlowStart = FlowStart {
@@ -236,6 +237,8 @@ impl Path {
 /// many of them fall in the warm-up.
 struct Recording {
     reports: Vec<Measurement>,
+    /// The decision the controller made on each report of the warm-up.
+    decisions: Vec<Decision>,
     warm: usize,
     goodput_mbps: f64,
     loss: f64,
@@ -243,10 +246,10 @@ struct Recording {
 
 fn record(spec: &AlgorithmSpec) -> Recording {
     let clock = Arc::new(Clock::default());
-    let mut c = build(spec, &clock);
+    let (mut c, d) = start(spec, &clock);
     let mut path = Path::new();
-    path.apply(c.on_start(&START));
-    let (mut reports, mut warm) = (Vec::new(), 0);
+    path.apply(d);
+    let (mut reports, mut decisions, mut warm) = (Vec::new(), Vec::new(), 0);
     let (mut delivered0, mut dropped0) = (0, 0);
     while path.now < WARM_US + RECORD_US {
         let m = path.next();
@@ -255,12 +258,17 @@ fn record(spec: &AlgorithmSpec) -> Recording {
             (delivered0, dropped0) = (path.delivered, path.dropped);
         }
         clock.0.store(m.now_us, Ordering::Relaxed);
-        path.apply(c.on_measurement(&m));
+        let d = c.on_measurement(&m);
+        if path.now < WARM_US {
+            decisions.push(d);
+        }
+        path.apply(d);
         reports.push(m);
     }
     let (delivered, dropped) = (path.delivered - delivered0, path.dropped - dropped0);
     Recording {
         reports,
+        decisions,
         warm,
         goodput_mbps: delivered as f64 * f64::from(MSS) * 8.0 / RECORD_US,
         loss: dropped as f64 / (delivered + dropped).max(1) as f64,
@@ -268,16 +276,26 @@ fn record(spec: &AlgorithmSpec) -> Recording {
 }
 
 /// Replays `rec` to fresh controllers: `iters` timed reports from the recorded part, warming a
-/// new controller up (untimed) whenever the recording runs out.
+/// new controller up (untimed) whenever the recording runs out. The warm-up checks that the
+/// controller decides as it did in the closed loop.
 fn replay(spec: &AlgorithmSpec, rec: &Recording, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
         let clock = Arc::new(Clock::default());
-        let mut c = build(spec, &clock);
-        for m in &rec.reports[..rec.warm] {
+        let (mut c, _) = start(spec, &clock);
+        for (i, (m, want)) in rec.reports[..rec.warm]
+            .iter()
+            .zip(&rec.decisions)
+            .enumerate()
+        {
             clock.0.store(m.now_us, Ordering::Relaxed);
-            black_box(c.on_measurement(m));
+            let d = c.on_measurement(m);
+            assert_eq!(
+                &d, want,
+                "{}: report {i} replayed to a decision of its own",
+                spec.name
+            );
         }
         let timed = &rec.reports[rec.warm..];
         let n = timed.len().min(left as usize);

@@ -516,7 +516,7 @@ fn fairness_against_other_protocols_table() {
 }
 
 #[test]
-#[ignore = "measurement for docs/results/hercules.md (Fig. 12 with the buffer of the authors' test script, 2 and 5 BDP; 32 runs of 40 s, about 15 s)"]
+#[ignore = "measurement for docs/results/hercules.md (Fig. 12 with the buffer of the authors' test script, 2 and 5 BDP; 34 runs of 40 s, about 15 s)"]
 fn fairness_with_deeper_buffers_table() {
     // The authors' script gives its simulated bottleneck 5 x 20 ms of buffer; the paper gives
     // none, and the tests use 1 BDP. BBR's window (2 BDP) never fills a buffer of 2 BDP or more.
