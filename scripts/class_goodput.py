@@ -9,46 +9,25 @@ the range over the runs.
   scripts/class_goodput.py results/run1 results/run2 [--from 10] [--to 30] [--ratio new/cubic]
 """
 import argparse
-import csv
-import os
-import sys
+
+from sim_output import fail as _fail, flows_and_goodput, missing
+
+TOOL = "class_goodput"
 
 
 def fail(msg):
-    sys.exit(f"class_goodput: {msg}")
-
-
-def read_csv(path):
-    try:
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
+    _fail(TOOL, msg)
 
 
 def class_means(run, t_from, t_to):
     """{class: mean goodput per flow, Mbit/s} of the run directory `run`."""
-    flows_csv = os.path.join(run, "flows.csv")
-    cls = {}
-    for line, r in enumerate(read_csv(flows_csv), start=2):
-        if "flow" not in r or "class" not in r:
-            fail(f"{flows_csv}:{line}: no `flow` or `class` column; is this a ccp-sim output?")
-        cls[r["flow"]] = r["class"] or r.get("alg", "")
-    series_csv = os.path.join(run, "flow_series.csv")
-    want = {round(t_from * 1e9): "from", round(t_to * 1e9): "to"}
-    at = {}
-    for r in read_csv(series_csv):
-        t = int(r["time_ns"])
-        if t in want:
-            at[(r["flow"], want[t])] = int(r["delivered_bytes"])
+    flows, goodput = flows_and_goodput(TOOL, run, t_from, t_to)
     sums = {}
-    for flow, c in cls.items():
-        if (flow, "from") not in at or (flow, "to") not in at:
-            fail(f"{series_csv}: flow {flow} has no sample at {t_from} s and {t_to} s "
-                 "(output.flow_series must include it, and the run last that long)")
-        mbps = (at[(flow, "to")] - at[(flow, "from")]) * 8 / (t_to - t_from) / 1e6
-        s = sums.setdefault(c, [0.0, 0])
-        s[0] += mbps
+    for _, r in flows:
+        if r["flow"] not in goodput:
+            missing(TOOL, run, r["flow"], t_from, t_to)
+        s = sums.setdefault(r["class"] or r.get("alg", ""), [0.0, 0])
+        s[0] += goodput[r["flow"]] / 1e6
         s[1] += 1
     return {c: total / n for c, (total, n) in sums.items()}
 

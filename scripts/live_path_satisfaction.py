@@ -14,17 +14,18 @@ path").
   scripts/live_path_satisfaction.py results/hercules-live-path [--from 10] [--to 30]
 """
 import argparse
-import csv
 import os
 import re
-import sys
 
+from sim_output import fail as _fail, flows_and_goodput, missing
+
+TOOL = "live_path_satisfaction"
 NAMES = {"h": "hercules", "c": "cubic", "b": "bbr", "v": "vivace"}
 UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
 def fail(msg):
-    sys.exit(f"live_path_satisfaction: {msg}")
+    _fail(TOOL, msg)
 
 
 def parse_rate(text, where):
@@ -34,42 +35,24 @@ def parse_rate(text, where):
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
-def read_csv(path):
-    try:
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
-
-
 def satisfaction(run, t_from, t_to):
     """{path: {requirement text: satisfaction}} for the run directory `run`."""
     flows_csv = os.path.join(run, "flows.csv")
-    flows = {}
-    for line, r in enumerate(read_csv(flows_csv), start=2):
+    flows, goodput = flows_and_goodput(TOOL, run, t_from, t_to)
+    out = {}
+    for line, r in flows:
         if r.get("group") != "flows":
             continue
-        cls = r.get("class", "")
+        cls = r["class"]
         m = re.fullmatch(r"([hcbv]\d+)-r(\S+)", cls)
         if not m:
             fail(f"{flows_csv}:{line}: class {cls!r} is not <path>-r<requirement> (h95-r100mbit)")
-        flows[r["flow"]] = (m.group(1), m.group(2), parse_rate(m.group(2), f"{flows_csv}:{line}"))
-    if not flows:
+        if r["flow"] not in goodput:
+            missing(TOOL, run, r["flow"], t_from, t_to)
+        rate = parse_rate(m.group(2), f"{flows_csv}:{line}")
+        out.setdefault(m.group(1), {})[m.group(2)] = goodput[r["flow"]] / rate
+    if not out:
         fail(f"{flows_csv}: no flow of the group `flows`; is this a live-path.yaml run?")
-    series_csv = os.path.join(run, "flow_series.csv")
-    want = {round(t_from * 1e9): "from", round(t_to * 1e9): "to"}
-    at = {}
-    for r in read_csv(series_csv):
-        t = int(r["time_ns"])
-        if r["flow"] in flows and t in want:
-            at[(r["flow"], want[t])] = int(r["delivered_bytes"])
-    out = {}
-    for flow, (path, req, rate) in flows.items():
-        if (flow, "from") not in at or (flow, "to") not in at:
-            fail(f"{series_csv}: flow {flow} has no sample at {t_from} s and {t_to} s "
-                 "(the series samples every 100 ms; is the run that long?)")
-        goodput = (at[(flow, "to")] - at[(flow, "from")]) * 8 / (t_to - t_from)
-        out.setdefault(path, {})[req] = goodput / rate
     return out
 
 
