@@ -10,7 +10,7 @@ the range over the runs.
 """
 import argparse
 
-from sim_output import fail as _fail, flows_and_goodput, missing
+from sim_output import add_window_args, check_window, fail as _fail, flows_and_goodput, missing
 
 TOOL = "class_goodput"
 
@@ -35,15 +35,11 @@ def class_means(run, t_from, t_to):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="ccp-sim output directories")
-    ap.add_argument("--from", dest="t_from", type=float, default=10.0,
-                    help="start of the goodput window, seconds (default 10)")
-    ap.add_argument("--to", dest="t_to", type=float, default=30.0,
-                    help="end of the goodput window, seconds (default 30)")
+    add_window_args(ap)
     ap.add_argument("--ratio", action="append", default=[], metavar="A/B",
                     help="print mean goodput of class A over class B (repeatable)")
     a = ap.parse_args()
-    if not a.t_from < a.t_to:
-        fail(f"--from {a.t_from} must be before --to {a.t_to}")
+    check_window(TOOL, a)
     pairs = []
     for r in a.ratio:
         num, sep, den = r.partition("/")

@@ -17,7 +17,7 @@ import argparse
 import os
 import re
 
-from sim_output import fail as _fail, flows_and_goodput, missing
+from sim_output import add_window_args, check_window, fail as _fail, flows_and_goodput, missing
 
 TOOL = "live_path_satisfaction"
 NAMES = {"h": "hercules", "c": "cubic", "b": "bbr", "v": "vivace"}
@@ -59,13 +59,9 @@ def satisfaction(run, t_from, t_to):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="ccp-sim output directories of live-path.yaml")
-    ap.add_argument("--from", dest="t_from", type=float, default=10.0,
-                    help="start of the goodput window, seconds (default 10)")
-    ap.add_argument("--to", dest="t_to", type=float, default=30.0,
-                    help="end of the goodput window, seconds (default 30)")
+    add_window_args(ap)
     a = ap.parse_args()
-    if not a.t_from < a.t_to:
-        fail(f"--from {a.t_from} must be before --to {a.t_to}")
+    check_window(TOOL, a)
     for run in a.runs:
         sat = satisfaction(run, a.t_from, a.t_to)
         print(run)

@@ -43,3 +43,16 @@ def flows_and_goodput(tool, run, t_from, t_to):
 def missing(tool, run, flow, t_from, t_to):
     fail(tool, f"{os.path.join(run, 'flow_series.csv')}: flow {flow} has no sample at {t_from} s "
          f"and {t_to} s (output.flow_series must list it, and the run last that long)")
+
+
+def add_window_args(ap):
+    """The goodput window's --from and --to (seconds; 10 and 30 by default)."""
+    ap.add_argument("--from", dest="t_from", type=float, default=10.0,
+                    help="start of the goodput window, seconds (default 10)")
+    ap.add_argument("--to", dest="t_to", type=float, default=30.0,
+                    help="end of the goodput window, seconds (default 30)")
+
+
+def check_window(tool, a):
+    if not a.t_from < a.t_to:
+        fail(tool, f"--from {a.t_from} must be before --to {a.t_to}")

@@ -148,7 +148,7 @@ fn run(backend: &str) -> (Value, Vec<(u64, u64)>) {
     assert_eq!(
         flow["controllers"],
         serde_json::json!(["ccp-agent"]),
-        "the sender's log: {err}"
+        "{flow}\nthe sender's log: {err}"
     );
     let reports = tap.reports();
     drop(tap);
