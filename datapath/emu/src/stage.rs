@@ -7,6 +7,7 @@ use crate::error::{EmuError, Result};
 use crate::link::{Link, LinkConfig};
 use crate::log::LogHeader;
 use crate::packet::Packet;
+use ccp_jitter::{JitterModel, Smooth};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -57,9 +58,11 @@ pub trait Stage: Send {
 pub struct DelayConfig {
     /// Fixed one-way delay.
     pub delay: Duration,
-    /// Extra delay that varies smoothly over [0, jitter] (piecewise linear between random
-    /// points 2·jitter apart), never reordering packets.
+    /// Extra delay within [0, jitter], never reordering packets.
     pub jitter: Duration,
+    /// How the extra delay varies: smoothly in time (the default) or drawn per packet
+    /// (`ccp_jitter` explains the difference).
+    pub model: JitterModel,
 }
 
 impl DelayConfig {
@@ -67,7 +70,7 @@ impl DelayConfig {
     pub fn fixed(delay: Duration) -> DelayConfig {
         DelayConfig {
             delay,
-            jitter: Duration::ZERO,
+            ..DelayConfig::default()
         }
     }
 }
@@ -76,43 +79,48 @@ impl DelayConfig {
 pub struct Delay {
     base: u64,
     jitter: u64,
+    model: JitterModel,
+    smooth: Smooth,
     seed: u64,
+    /// Packets drawn so far (the uniform model's stream position).
+    drawn: u64,
     last: u64,
     q: VecDeque<(u64, Packet)>,
     stats: StageStats,
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 impl Delay {
     /// A delay stage.
     pub fn new(cfg: DelayConfig, seed: u64) -> Delay {
+        let jitter = cfg.jitter.as_micros() as u64;
         Delay {
             base: cfg.delay.as_micros() as u64,
-            jitter: cfg.jitter.as_micros() as u64,
+            jitter,
+            model: cfg.model,
+            smooth: Smooth::new(jitter, 1000, seed),
             seed,
+            drawn: 0,
             last: 0,
             q: VecDeque::new(),
             stats: StageStats::default(),
         }
     }
 
-    /// Extra delay at time `t`, µs, in [0, jitter].
+    /// The smooth model's extra delay at time `t`, µs, in [0, jitter].
     pub fn jitter_at(&self, t: u64) -> u64 {
-        if self.jitter == 0 {
-            return 0;
+        self.smooth.at(t)
+    }
+
+    /// The extra delay of a packet arriving at `now`.
+    fn extra(&mut self, now: u64) -> u64 {
+        match self.model {
+            _ if self.jitter == 0 => 0,
+            JitterModel::Smooth => self.smooth.at(now),
+            JitterModel::Uniform => {
+                self.drawn += 1;
+                ccp_jitter::uniform(self.seed, self.jitter, self.drawn)
+            }
         }
-        let period = (2 * self.jitter).max(1000);
-        let k = t / period;
-        let knot = |k: u64| (splitmix(self.seed ^ splitmix(k)) % (self.jitter + 1)) as i64;
-        let (a, b) = (knot(k), knot(k + 1));
-        let frac = (t % period) as i64;
-        (a + (b - a) * frac / period as i64) as u64
     }
 }
 
@@ -120,7 +128,7 @@ impl Stage for Delay {
     fn arrive(&mut self, now: u64, pkt: Packet) {
         self.stats.in_pkts += 1;
         self.stats.in_bytes += pkt.wire_size() as u64;
-        let t = (now + self.base + self.jitter_at(now)).max(self.last);
+        let t = (now + self.base + self.extra(now)).max(self.last);
         self.last = t;
         self.q.push_back((t, pkt));
     }
@@ -361,6 +369,7 @@ mod tests {
             DelayConfig {
                 delay: Duration::from_millis(10),
                 jitter: Duration::from_millis(20),
+                model: JitterModel::Smooth,
             },
             42,
         );
@@ -382,6 +391,41 @@ mod tests {
             let sent = i as u64 * 100;
             assert!(*t >= sent + 10_000 && *t <= sent + 30_000, "{i}: {t}");
         }
+    }
+
+    #[test]
+    fn uniform_jitter_is_drawn_per_packet_and_keeps_order() {
+        // Packets 5 ms apart, farther than the 2-ms span: each shows its own draw, over the span.
+        let cfg = DelayConfig {
+            delay: Duration::from_millis(10),
+            jitter: Duration::from_millis(2),
+            model: JitterModel::Uniform,
+        };
+        let mut p = Pipeline::from_stages(vec![Box::new(Delay::new(cfg, 5))]);
+        let arrivals: Vec<(u64, usize)> = (0..2000).map(|i| (i * 5_000, 100)).collect();
+        let out = run(&mut p, &arrivals, 20_000_000);
+        assert_eq!(out.len(), 2000);
+        let extra: Vec<u64> = out
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| t - i as u64 * 5_000 - 10_000)
+            .collect();
+        assert!(extra.iter().all(|&e| e <= 2_000));
+        let mean = extra.iter().sum::<u64>() as f64 / 2000.0;
+        assert!((mean - 1_000.0).abs() < 60.0, "{mean}");
+        assert!(extra.iter().filter(|&&e| e < 200).count() > 100);
+        // Packets 100 µs apart: order kept, and most wait for the one ahead near the top.
+        let mut p = Pipeline::from_stages(vec![Box::new(Delay::new(cfg, 5))]);
+        let arrivals: Vec<(u64, usize)> = (0..5000).map(|i| (i * 100, 100)).collect();
+        let out = run(&mut p, &arrivals, 2_000_000);
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+        let mean = out
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| (t - i as u64 * 100 - 10_000) as f64)
+            .sum::<f64>()
+            / 5000.0;
+        assert!(mean > 1_400.0, "{mean}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use ccp_emu::shell::{DEFAULT_PREFIX, Shell, ShellConfig};
 use ccp_emu::stage::{DelayConfig, PathConfig, StageStats};
 use ccp_emu::testbed::{Testbed, TestbedConfig};
 use ccp_emu::trace::{Schedule, Trace};
+use ccp_jitter::JitterModel;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -151,9 +152,13 @@ struct DelayArgs {
     /// One-way delay in each direction: ms as a bare number (mahimahi), or with a unit
     #[arg(value_parser = parse_ms)]
     delay: Duration,
-    /// Extra delay varying smoothly within [0, JITTER] in each direction, never reordering
+    /// Extra delay within [0, JITTER] in each direction, never reordering
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0ms")]
     jitter: Duration,
+    /// How the jitter varies: `smooth` (in time, the same for every packet at a given moment)
+    /// or `uniform` (drawn per packet; a packet waits for the one ahead of it)
+    #[arg(long, default_value = "smooth")]
+    jitter_model: JitterModel,
     #[command(flatten)]
     common: Common,
     /// The command to run inside (after `--`)
@@ -230,9 +235,12 @@ struct TestbedArgs {
     /// One-way delay each way: ms as a bare number, or with a unit
     #[arg(long, value_parser = parse_ms, default_value = "0")]
     delay: Duration,
-    /// Jitter each way (order-preserving)
+    /// Jitter each way, within [0, JITTER] (order-preserving)
     #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0ms")]
     jitter: Duration,
+    /// How the jitter varies: `smooth` (in time) or `uniform` (drawn per packet)
+    #[arg(long, default_value = "smooth")]
+    jitter_model: JitterModel,
     /// Random loss on the bottleneck, 0 to 1
     #[arg(long, value_parser = parse_prob, default_value_t = 0.0)]
     loss: f64,
@@ -415,6 +423,7 @@ fn delay(a: DelayArgs) -> Result<i32> {
     let d = DelayConfig {
         delay: a.delay,
         jitter: a.jitter,
+        model: a.jitter_model,
     };
     let path = PathConfig {
         delay: d,
@@ -502,6 +511,7 @@ fn testbed(a: TestbedArgs) -> Result<i32> {
         delay: DelayConfig {
             delay: a.delay,
             jitter: a.jitter,
+            model: a.jitter_model,
         },
         uplink_loss: a.loss,
         downlink_loss: 0.0,
