@@ -14,6 +14,7 @@ use crate::packet::{Ecn, Packet};
 use crate::stats::{Histogram, QueueCounters};
 use crate::time::tx_time_ns;
 use crate::trace::{OPPORTUNITY_BYTES, Trace};
+use ccp_jitter::{JitterModel, Smooth};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -210,6 +211,7 @@ pub struct PortCfg {
     pub trace: Option<Arc<Trace>>,
     pub delay: u64,
     pub jitter: u64,
+    pub jitter_model: JitterModel,
     pub ack_aggregation: u64,
     pub loss: f64,
     pub queue: QueueCfg,
@@ -241,6 +243,8 @@ pub struct Port {
     pub delay: u64,
     pub buffer_text: String,
     jitter: u64,
+    /// The smooth model's process over [0, 2·jitter] (none: uniform draws from `rng`).
+    smooth: Option<Smooth>,
     ack_aggregation: u64,
     loss: f64,
     rng: ChaCha8Rng,
@@ -264,7 +268,7 @@ impl Port {
         id: u32,
         cfg: PortCfg,
         queue_rng: ChaCha8Rng,
-        wire_rng: ChaCha8Rng,
+        mut wire_rng: ChaCha8Rng,
         record_delay: bool,
         ev: &mut EventQueue,
     ) -> Port {
@@ -280,6 +284,9 @@ impl Port {
         if let Some(t) = &cfg.trace {
             rate = t.mean_rate();
         }
+        // Only a smooth port draws its seed, so uniform ports keep their loss and jitter streams.
+        let smooth = (cfg.jitter > 0 && cfg.jitter_model == JitterModel::Smooth)
+            .then(|| Smooth::new(2 * cfg.jitter, 1_000_000, wire_rng.r#gen()));
         Port {
             name: cfg.name,
             from: cfg.from,
@@ -289,6 +296,7 @@ impl Port {
             delay: cfg.delay,
             buffer_text: cfg.buffer_text,
             jitter: cfg.jitter,
+            smooth,
             ack_aggregation: cfg.ack_aggregation,
             loss: cfg.loss,
             rng: wire_rng,
@@ -413,7 +421,10 @@ impl Port {
         }
         let mut t = now + self.delay;
         if self.jitter > 0 {
-            let j = self.rng.gen_range(0..=2 * self.jitter);
+            let j = match &self.smooth {
+                Some(s) => s.at(now),
+                None => self.rng.gen_range(0..=2 * self.jitter),
+            };
             t = (t + j).saturating_sub(self.jitter).max(now);
         }
         if self.ack_aggregation > 0 && p.is_ack() {
@@ -533,6 +544,7 @@ mod tests {
             trace: None,
             delay: 5_000_000,
             jitter: 0,
+            jitter_model: JitterModel::Uniform,
             ack_aggregation: 0,
             loss: 0.0,
             queue: QueueCfg::default(),
@@ -568,6 +580,7 @@ mod tests {
             trace: Some(trace),
             delay: 0,
             jitter: 0,
+            jitter_model: JitterModel::Uniform,
             ack_aggregation: 0,
             loss: 0.0,
             queue: QueueCfg::default(),
@@ -600,6 +613,7 @@ mod tests {
             trace: None,
             delay,
             jitter: 0,
+            jitter_model: JitterModel::Uniform,
             ack_aggregation: 0,
             loss: 0.0,
             queue: QueueCfg::default(),
@@ -645,17 +659,12 @@ mod tests {
         out
     }
 
-    #[test]
-    fn jitter_varies_delay_but_keeps_order() {
+    /// One 1500-byte packet every `spacing` ns through a port; the send and arrival times.
+    fn send_through(cfg: PortCfg, spacing: u64, n: u64) -> (Vec<u64>, Vec<u64>) {
         let mut ev = EventQueue::new();
-        let cfg = PortCfg {
-            jitter: 500_000,
-            ..plain(1_500_000_000, 1_000_000)
-        };
         let mut port = Port::new(0, cfg, rng(), rng(), false, &mut ev);
-        // One packet every 0.4 ms: jitter of ±0.5 ms would reorder them.
-        for i in 0..200u64 {
-            ev.push(i * 400_000, Event::Sample);
+        for i in 0..n {
+            ev.push(i * spacing, Event::Sample);
         }
         let mut sent = vec![];
         let mut got = vec![];
@@ -675,15 +684,68 @@ mod tests {
                 _ => {}
             }
         }
+        (sent, got)
+    }
+
+    /// Each packet's delay beyond transmission (1 µs) and the fixed 1 ms, ns.
+    fn extra_delays(sent: &[u64], got: &[u64]) -> Vec<i64> {
+        got.iter()
+            .zip(sent)
+            .map(|(&a, &s)| a as i64 - (s as i64 + 1000 + 1_000_000))
+            .collect()
+    }
+
+    #[test]
+    fn jitter_varies_delay_but_keeps_order() {
+        let cfg = PortCfg {
+            jitter: 500_000,
+            ..plain(1_500_000_000, 1_000_000)
+        };
+        // One packet every 0.4 ms: jitter of ±0.5 ms would reorder them.
+        let (sent, got) = send_through(cfg, 400_000, 200);
         assert_eq!(got.len(), 200);
         assert!(got.windows(2).all(|w| w[0] <= w[1]), "order preserved");
-        let extra: Vec<i64> = got
-            .iter()
-            .zip(&sent)
-            .map(|(&a, &s)| a as i64 - (s as i64 + 1000 + 1_000_000))
-            .collect();
+        let extra = extra_delays(&sent, &got);
         assert!(extra.iter().all(|&e| (-500_000..=500_000).contains(&e)));
         assert!(extra.iter().any(|&e| e < -300_000) && extra.iter().any(|&e| e > 300_000));
+    }
+
+    #[test]
+    fn smooth_jitter_keeps_its_spread_where_uniform_draws_bunch_at_the_top() {
+        // ±1 ms, one packet every 50 µs for 1 s. Uniform draws: most packets wait for the one
+        // ahead, near +1 ms. Smooth: the delay follows time, centred, whatever the spacing.
+        let stats = |model| {
+            let cfg = PortCfg {
+                jitter: 1_000_000,
+                jitter_model: model,
+                ..plain(1_500_000_000, 1_000_000)
+            };
+            let (sent, got) = send_through(cfg, 50_000, 20_000);
+            assert_eq!(got.len(), 20_000);
+            assert!(
+                got.windows(2).all(|w| w[0] <= w[1]),
+                "{model}: order preserved"
+            );
+            let extra = extra_delays(&sent, &got);
+            assert!(extra.iter().all(|&e| (-1_000_000..=1_000_000).contains(&e)));
+            let mean = extra.iter().sum::<i64>() as f64 / extra.len() as f64;
+            let var = extra
+                .iter()
+                .map(|&e| (e as f64 - mean).powi(2))
+                .sum::<f64>()
+                / extra.len() as f64;
+            (mean, var.sqrt())
+        };
+        let (um, usd) = stats(JitterModel::Uniform);
+        let (sm, ssd) = stats(JitterModel::Smooth);
+        assert!(
+            um > 600_000.0 && usd < 250_000.0,
+            "uniform: mean {um} ns, sd {usd} ns"
+        );
+        assert!(
+            sm.abs() < 150_000.0 && ssd > 350_000.0,
+            "smooth: mean {sm} ns, sd {ssd} ns"
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use ccp_jitter::JitterModel;
+
 use crate::error::SimError;
 use crate::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 
@@ -535,9 +537,14 @@ pub struct LinkSpec {
     /// Probability that a packet is lost on the wire.
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub loss: f64,
-    /// Extra propagation delay, uniform in ±jitter, order preserved.
+    /// Extra propagation delay within ±jitter, order preserved.
     #[serde(default, skip_serializing_if = "is_zero_dur")]
     pub jitter: Dur,
+    /// How the jitter varies: `uniform` (drawn per packet; the default when absent) or `smooth`
+    /// (in time, the same for every packet at a given moment; the emulator's and recipes'
+    /// default). `ccp_jitter` explains the difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_model: Option<JitterModel>,
     /// ACK aggregation: ACKs (and anything behind them) are released in bursts at multiples of
     /// this period.
     #[serde(default, skip_serializing_if = "is_zero_dur")]
@@ -573,6 +580,8 @@ pub struct LinkOverride {
     pub loss: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_model: Option<JitterModel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_aggregation: Option<Dur>,
     /// A trace of its own (`none` is not accepted; give `rate` to replace a forward trace).
@@ -630,6 +639,9 @@ impl LinkSpec {
             }
             if let Some(v) = o.jitter {
                 r.jitter = v;
+            }
+            if let Some(v) = o.jitter_model {
+                r.jitter_model = Some(v);
             }
             if let Some(v) = o.ack_aggregation {
                 r.ack_aggregation = v;

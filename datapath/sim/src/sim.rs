@@ -12,7 +12,7 @@ use crate::error::SimError;
 use crate::event::{Event, EventQueue};
 use crate::link::{Limit, Offer, Port, PortCfg, QueueCfg, RedCfg};
 use crate::packet::{AckHdr, Body, DataHdr, Ecn, Packet};
-use crate::scenario::{Amount, LinkSpec, Scenario, SeriesFlows, WorkloadSpec};
+use crate::scenario::{Amount, JitterModel, LinkSpec, Scenario, SeriesFlows, WorkloadSpec};
 use crate::stats::{FlowRecord, FlowSample, Histogram, QueueRecord, QueueSample};
 use crate::time::{VirtualClock, tx_time_ns};
 use crate::topology::{Topology, mix64};
@@ -319,6 +319,7 @@ impl World {
                 trace,
                 delay: sp.delay.0,
                 jitter: sp.jitter.0,
+                jitter_model: sp.jitter_model.unwrap_or(JitterModel::Uniform),
                 ack_aggregation: sp.ack_aggregation.0,
                 loss: sp.loss,
                 queue: QueueCfg {
