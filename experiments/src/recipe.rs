@@ -12,6 +12,7 @@ use crate::tree::{Node, Value, check_keys, join};
 use ccp_algorithms::config::ConfigError;
 use ccp_algorithms::params::did_you_mean;
 use ccp_algorithms::registry;
+use ccp_jitter::JitterModel;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -212,9 +213,10 @@ pub struct Link {
     /// One-way propagation delay of each direction, µs.
     pub delay_us: u64,
     /// Extra one-way delay of each direction that varies between 0 and this, µs, never
-    /// reordering packets (the simulator draws it per packet, uniformly; the emulator varies it
-    /// smoothly over time).
+    /// reordering packets.
     pub jitter_us: u64,
+    /// How it varies (`link.jitter_model`, default smooth), the same process on every backend.
+    pub jitter_model: JitterModel,
     /// Senders to receiver (data).
     pub uplink: Direction,
     /// Receiver to senders (ACKs).
@@ -1059,6 +1061,7 @@ fn read_seeds(r: &mut Reader, tree: &Node) -> Option<Vec<u64>> {
 const LINK_KEYS: &[&str] = &[
     "delay",
     "jitter",
+    "jitter_model",
     "rate",
     "loss",
     "queue",
@@ -1089,6 +1092,7 @@ fn no_link() -> Link {
     Link {
         delay_us: 0,
         jitter_us: 0,
+        jitter_model: JitterModel::default(),
         uplink: open.clone(),
         downlink: open,
     }
@@ -1241,6 +1245,11 @@ fn read_link(
     let before = r.errs.len();
     let delay_us = n.get("delay").and_then(|d| r.duration(d, "link.delay"));
     let jitter_us = n.get("jitter").and_then(|d| r.duration(d, "link.jitter"));
+    let names = JitterModel::ALL.map(JitterModel::name);
+    let jitter_model = n
+        .get("jitter_model")
+        .and_then(|d| r.choice(d, "link.jitter_model", &names))
+        .and_then(|m| m.parse::<JitterModel>().ok());
     let rate = n.get("rate").and_then(|d| r.rate(d, "link.rate"));
     let loss = n.get("loss").and_then(|d| r.prob(d, "link.loss"));
     let ecn = n
@@ -1378,6 +1387,7 @@ fn read_link(
     Some(Link {
         delay_us: delay_us.unwrap_or(0),
         jitter_us: jitter_us.unwrap_or(0),
+        jitter_model: jitter_model.unwrap_or_default(),
         uplink,
         downlink,
     })

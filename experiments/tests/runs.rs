@@ -213,17 +213,19 @@ fn a_small_sweep_on_the_simulator_writes_every_file() {
 }
 
 #[test]
-fn link_jitter_lengthens_the_simulated_round_trip() {
+fn link_jitter_lengthens_the_simulated_round_trip_in_both_models() {
     // One cubic flow on 20 Mbit/s with 10 ms each way, with and without 20 ms of jitter: each
     // direction gains 0-20 ms (10 ms on average), so the median RTT should rise by about 20 ms
-    // (measured 60.6 -> 79.2 ms) while the flow keeps the link busy.
+    // (measured 60.6 -> 79.2 ms with per-packet draws, 79.3 ms with the smooth default) while the
+    // flow keeps the link busy.
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("jitter.yaml");
     std::fs::write(
         &recipe,
         "name: jitter\nduration: 3s\n\
          link: {rate: 20mbit, delay: 10ms, queue: droptail, queue_args: packets=100}\n\
-         flows: [{algorithm: cubic}]\nsweep:\n  link.jitter: [0ms, 20ms]\n",
+         flows: [{algorithm: cubic}]\nsweep:\n  link.jitter: [0ms, 20ms]\n\
+         \x20 link.jitter_model: [uniform, smooth]\n",
     )
     .unwrap();
     let out = dir.path().join("results");
@@ -236,15 +238,23 @@ fn link_jitter_lengthens_the_simulated_round_trip() {
         .unwrap();
         run["metrics"][m].as_f64().unwrap()
     };
-    let (still, jittery) = (
-        metric("p00-jitter=0ms", "rtt_p50_ms"),
-        metric("p01-jitter=20ms", "rtt_p50_ms"),
-    );
-    assert!(
-        jittery - still > 10.0 && jittery - still < 30.0,
-        "median RTT {still} ms without jitter, {jittery} ms with 20 ms"
-    );
-    assert!(metric("p01-jitter=20ms", "utilization") > 0.8);
+    for (still, jittery) in [
+        (
+            "p00-jitter=0ms-jitter_model=uniform",
+            "p02-jitter=20ms-jitter_model=uniform",
+        ),
+        (
+            "p01-jitter=0ms-jitter_model=smooth",
+            "p03-jitter=20ms-jitter_model=smooth",
+        ),
+    ] {
+        let (a, b) = (metric(still, "rtt_p50_ms"), metric(jittery, "rtt_p50_ms"));
+        assert!(
+            b - a > 10.0 && b - a < 30.0,
+            "{jittery}: median RTT {a} ms without jitter, {b} ms with 20 ms"
+        );
+        assert!(metric(jittery, "utilization") > 0.8, "{jittery}");
+    }
 }
 
 fn plots_exist(out: &Path, names: &[&str]) -> bool {

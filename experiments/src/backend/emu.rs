@@ -406,6 +406,7 @@ pub(crate) fn run_with(ctx: &RunContext, t: &Transport) -> Result<RunData, Backe
         delay: DelayConfig {
             delay: Duration::from_micros(r.link.delay_us),
             jitter: Duration::from_micros(r.link.jitter_us),
+            model: r.link.jitter_model,
         },
         uplink_loss: r.link.uplink.loss,
         downlink_loss: r.link.downlink.loss,

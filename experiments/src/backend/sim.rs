@@ -101,10 +101,11 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
     let (rbuffer, rred) = queue_fields(&down.queue);
     let bottleneck = LinkSpec {
         rate: up.rate.map(Rate),
-        // The simulator's jitter is uniform in ±jitter around the delay: centre it so that
-        // the extra delay spans [0, link.jitter].
+        // The simulator's jitter spans ±jitter around the delay: centre it so that the extra
+        // delay spans [0, link.jitter].
         delay: Dur((r.link.delay_us * 1000) + r.link.jitter_us * 500),
         jitter: Dur(r.link.jitter_us * 500),
+        jitter_model: (r.link.jitter_us > 0).then_some(r.link.jitter_model),
         buffer,
         red,
         ecn_k: up.ecn_threshold.map(amount),
