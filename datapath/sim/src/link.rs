@@ -710,6 +710,63 @@ mod tests {
         assert!(extra.iter().any(|&e| e < -300_000) && extra.iter().any(|&e| e > 300_000));
     }
 
+    /// Least-squares slope of `ys` (ns) against `xs` (ns).
+    fn slope(xs: &[u64], ys: &[i64]) -> f64 {
+        let n = xs.len() as f64;
+        let mx = xs.iter().sum::<u64>() as f64 / n;
+        let my = ys.iter().sum::<i64>() as f64 / n;
+        let (mut num, mut den) = (0.0, 0.0);
+        for (&x, &y) in xs.iter().zip(ys) {
+            num += (x as f64 - mx) * (y as f64 - my);
+            den += (x as f64 - mx).powi(2);
+        }
+        num / den
+    }
+
+    /// What each model leaves a flow: `cargo test --release -p ccp-sim --lib jitter_models_table
+    /// -- --ignored --nocapture`. A 2-ms span (±1 ms), 20 s of 1500-byte packets at 100 and
+    /// 10 Mbit/s: the extra delay's standard deviation, and that of its slope fitted over each
+    /// 30-ms interval (what an RTT-gradient learner measures), with the share above 0.01.
+    #[test]
+    #[ignore = "prints a table for docs/results/vivace-distributed.md"]
+    fn jitter_models_table() {
+        for spacing in [120_000u64, 1_200_000] {
+            for model in JitterModel::ALL {
+                let cfg = PortCfg {
+                    jitter: 1_000_000,
+                    jitter_model: model,
+                    ..plain(1_500_000_000, 1_000_000)
+                };
+                let n = 20_000_000_000 / spacing;
+                let (sent, got) = send_through(cfg, spacing, n);
+                let extra = extra_delays(&sent, &got);
+                let mean = extra.iter().sum::<i64>() as f64 / n as f64;
+                let sd = (extra
+                    .iter()
+                    .map(|&e| (e as f64 - mean).powi(2))
+                    .sum::<f64>()
+                    / n as f64)
+                    .sqrt();
+                let per = (30_000_000 / spacing) as usize;
+                let slopes: Vec<f64> = sent
+                    .chunks_exact(per)
+                    .zip(extra.chunks_exact(per))
+                    .map(|(x, y)| slope(x, y))
+                    .collect();
+                let sd_slope =
+                    (slopes.iter().map(|v| v * v).sum::<f64>() / slopes.len() as f64).sqrt();
+                let above =
+                    slopes.iter().filter(|v| v.abs() > 0.01).count() as f64 / slopes.len() as f64;
+                println!(
+                    "{:>4} Mbit/s {model:>7}: extra delay sd {:.2} ms, 30-ms slope sd {sd_slope:.4}, |slope| > 0.01 in {:.0} %",
+                    12_000 / (spacing / 1000),
+                    sd / 1e6,
+                    above * 100.0
+                );
+            }
+        }
+    }
+
     #[test]
     fn smooth_jitter_keeps_its_spread_where_uniform_draws_bunch_at_the_top() {
         // ±1 ms, one packet every 50 µs for 1 s. Uniform draws: most packets wait for the one
