@@ -178,6 +178,8 @@ fn testbed(name: &str, delay_ms: u64, jitter_ms: u64, schedule: Option<&str>) ->
         delay: DelayConfig {
             delay: Duration::from_millis(delay_ms),
             jitter: Duration::from_millis(jitter_ms),
+            // The emulator's default: the delay moves smoothly, RTT within 100 ± J ms.
+            ..DelayConfig::default()
         },
         name_prefix: PREFIX.into(),
         command_line: format!("tests/emu_polycc.rs {name}"),
