@@ -310,7 +310,11 @@ impl UdpReceiver {
         let t0 = Instant::now();
         loop {
             let text = std::fs::read_to_string(&stderr).unwrap_or_default();
-            if let Some(addr) = text.lines().find_map(|l| l.strip_prefix("listening on ")) {
+            if let Some(addr) = text
+                .split_inclusive('\n')
+                .filter_map(|l| l.strip_suffix('\n'))
+                .find_map(|l| l.strip_prefix("listening on "))
+            {
                 let addr = addr.trim().parse()?;
                 return Ok(UdpReceiver {
                     child,

@@ -144,7 +144,11 @@ fn run(
     let t0 = Instant::now();
     let addr = loop {
         let text = std::fs::read_to_string(&recv_err).unwrap_or_default();
-        if let Some(a) = text.lines().find_map(|l| l.strip_prefix("listening on ")) {
+        if let Some(a) = text
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'))
+            .find_map(|l| l.strip_prefix("listening on "))
+        {
             break a.trim().to_string();
         }
         assert!(

@@ -125,7 +125,8 @@ fn flows_out_is_readable_while_the_sender_runs() {
     for _ in 0..500 {
         let text = std::fs::read_to_string(&recv_err).unwrap_or_default();
         addr = text
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'))
             .find_map(|l| l.strip_prefix("listening on "))
             .map(str::to_string);
         if addr.is_some() {

@@ -117,7 +117,8 @@ pub(crate) fn wait_text(
     wait_until(p, path, timeout, |l| l.contains(text).then(String::new)).map(drop)
 }
 
-/// Wait until `find` matches a line of `path`, or fail if `p` exits or `timeout` passes.
+/// Wait until `find` matches a line of `path`, or fail if `p` exits or `timeout` passes. Only
+/// finished lines count: the file may be read while its writer is half-way through one.
 fn wait_until(
     p: &mut Proc,
     path: &Path,
@@ -127,7 +128,11 @@ fn wait_until(
     let t0 = Instant::now();
     loop {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(found) = text.lines().find_map(&find) {
+        if let Some(found) = text
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'))
+            .find_map(&find)
+        {
             return Ok(found);
         }
         if let Ok(Some(status)) = p.child.try_wait() {
