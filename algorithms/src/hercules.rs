@@ -277,6 +277,13 @@ pub const PARAMS: &[ParamSpec] = &[
         source: "PCC's latency noise filter (Hercules's code is built on PCC's)",
     },
     ParamSpec {
+        key: "gradient-confidence",
+        unit: Unit::Number,
+        default: 2.0,
+        help: "an RTT-gradient fit counts only if its slope is at least this many standard errors (0: every slope above latency-filter counts)",
+        source: "project choice (as vivace; PCC's code has the magnitude filter only)",
+    },
+    ParamSpec {
         key: "loss-confidence",
         unit: Unit::Number,
         default: 2.0,
@@ -567,6 +574,7 @@ impl HerculesConfig {
             reports_per_mi: count("reports-per-mi"),
             gradient: GradientFilter {
                 threshold: p.get("latency-filter").max(0.0),
+                min_t: p.get("gradient-confidence").max(0.0),
                 ..GradientFilter::default()
             },
             loss_filter: LossFilter {
