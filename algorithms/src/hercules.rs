@@ -281,7 +281,7 @@ pub const PARAMS: &[ParamSpec] = &[
         unit: Unit::Number,
         default: 2.0,
         help: "an RTT-gradient fit counts only if its slope is at least this many standard errors (0: every slope above latency-filter counts)",
-        source: "project choice (as vivace; PCC's code has the magnitude filter only)",
+        source: "project choice (as vivace; PCC's QUIC code, on which Hercules was built, counts a slope only above the fit's relative residual error)",
     },
     ParamSpec {
         key: "loss-confidence",
