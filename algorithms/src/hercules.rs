@@ -284,6 +284,13 @@ pub const PARAMS: &[ParamSpec] = &[
         source: "project choice (as vivace; PCC's QUIC code, on which Hercules was built, counts a slope only above the fit's relative residual error)",
     },
     ParamSpec {
+        key: "trend-mis",
+        unit: Unit::Count,
+        default: 0.0,
+        help: "trend test over this many MIs' mean RTTs (0: off): while the trend breaks above its usual band, an MI's RTT gradient counts even if its own fit is not significant",
+        source: "PCC's QUIC code (6 MIs, a band of 2 deviations); off by default",
+    },
+    ParamSpec {
         key: "loss-confidence",
         unit: Unit::Number,
         default: 2.0,
@@ -575,6 +582,7 @@ impl HerculesConfig {
             gradient: GradientFilter {
                 threshold: p.get("latency-filter").max(0.0),
                 min_t: p.get("gradient-confidence").max(0.0),
+                trend_mis: p.get("trend-mis").clamp(0.0, 1000.0) as usize,
                 ..GradientFilter::default()
             },
             loss_filter: LossFilter {

@@ -39,7 +39,10 @@
 //! - RTT gradient: the least-squares slope of RTT over send time within the MI (dimensionless),
 //!   through [`GradientFilter`]: a negative slope, a slope below `threshold` (Vivace's latency
 //!   noise filter, `flt_latency` in Vivace-Distributed) or a poor fit (the slope is less than
-//!   `min_t` standard errors, or fewer than `min_points` points) counts as 0.
+//!   `min_t` standard errors, or fewer than `min_points` points) counts as 0. With `trend_mis`
+//!   set, [`RttTrend`] watches the trend of the last MIs' mean RTTs, and while it breaks above its
+//!   usual band an MI's slope counts without the significance test (PCC's QUIC code has such a
+//!   rule beside its per-MI test; off by default here).
 //!
 //! An MI with less than one packet delivered or lost cannot be scored.
 //!
@@ -179,6 +182,10 @@ const STALE_MIS: u64 = 4;
 const MAX_UNSCORED_STARTS: usize = 2;
 /// More MIs than this in flight means the path stopped reporting; the oldest are dropped.
 const MAX_PENDING: usize = 256;
+/// The trend test's band, in deviations of the trend (PCC's QUIC code: 2).
+const TREND_GAIN: f64 = 2.0;
+/// Weight of each MI in the trend test's running averages (PCC's QUIC code: 0.1).
+const TREND_ALPHA: f64 = 0.1;
 
 // ---------------------------------------------------------------------------------------------
 // The utility seam
@@ -386,6 +393,8 @@ pub struct GradientFilter {
     pub min_t: f64,
     /// Fewer regression points than this count as 0.
     pub min_points: usize,
+    /// The trend test over this many MIs' mean RTTs (0: off): see [`RttTrend`].
+    pub trend_mis: usize,
 }
 
 impl Default for GradientFilter {
@@ -394,6 +403,7 @@ impl Default for GradientFilter {
             threshold: 0.01,
             min_t: 2.0,
             min_points: 3,
+            trend_mis: 0,
         }
     }
 }
@@ -401,10 +411,15 @@ impl Default for GradientFilter {
 impl GradientFilter {
     /// The filtered gradient of `points`: the fitted slope, or 0 if it is negative, small or noisy.
     pub fn gradient(&self, points: &[RttPoint]) -> f64 {
+        self.filtered(points, true)
+    }
+
+    /// As [`GradientFilter::gradient`], the significance test applied only if `test_fit`.
+    pub fn filtered(&self, points: &[RttPoint], test_fit: bool) -> f64 {
         let Some(fit) = fit_slope(points) else {
             return 0.0;
         };
-        let significant = fit.slope >= self.min_t * fit.std_err;
+        let significant = !test_fit || fit.slope >= self.min_t * fit.std_err;
         if fit.points < self.min_points
             || fit.slope <= 0.0
             || fit.slope < self.threshold
@@ -414,6 +429,84 @@ impl GradientFilter {
         } else {
             fit.slope
         }
+    }
+}
+
+/// A second opinion on latency for noisy paths, after the one PCC's QUIC code keeps beside its
+/// per-MI test: the trend of the mean RTTs of the last `window` MIs (an MI's mean averages
+/// short-term jitter out). When that trend breaks above its usual band, the RTT is inflating, and
+/// the MI's gradient counts even if its own fit failed the significance test (the magnitude
+/// filter still applies).
+///
+/// The trend is the least-squares slope of the means over the MI index, relative to their mean
+/// (per MI). Its band is `avg ± gain·dev`: `avg` an average of the trends that stayed inside the
+/// band, `dev` an average of the change of the trend from one MI to the next (its noise), both
+/// moving with weight `alpha`. `dev` moves on every MI, so a band that starts too narrow widens
+/// instead of flagging every MI from then on; `avg` does not follow a breakout, so a sustained
+/// rise stays flagged while it lasts.
+#[derive(Clone, Debug)]
+pub struct RttTrend {
+    window: usize,
+    gain: f64,
+    alpha: f64,
+    means: VecDeque<f64>,
+    /// `(avg, dev, last trend)` once a first trend was seen.
+    band: Option<(f64, f64, f64)>,
+}
+
+impl RttTrend {
+    /// Over `window` MIs (below 3: never flags), a band of `gain` deviations (PCC: 2), averages
+    /// moving with weight `alpha` (PCC: 0.1).
+    pub fn new(window: usize, gain: f64, alpha: f64) -> Self {
+        RttTrend {
+            window,
+            gain,
+            alpha,
+            means: VecDeque::new(),
+            band: None,
+        }
+    }
+
+    /// The trend over the window, relative per MI (`None` until the window is full).
+    fn trend(&self) -> Option<f64> {
+        let n = self.means.len();
+        if n < self.window || n < 3 {
+            return None;
+        }
+        let nf = n as f64;
+        let mx = (nf - 1.0) / 2.0;
+        let my = self.means.iter().sum::<f64>() / nf;
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for (i, y) in self.means.iter().enumerate() {
+            sxy += (i as f64 - mx) * (y - my);
+            sxx += (i as f64 - mx).powi(2);
+        }
+        (my > 0.0).then(|| sxy / sxx / my)
+    }
+
+    /// Add an MI's mean RTT (µs); whether the RTT is inflating beyond its usual trend.
+    pub fn observe(&mut self, mean_rtt_us: f64) -> bool {
+        self.means.push_back(mean_rtt_us);
+        while self.means.len() > self.window {
+            self.means.pop_front();
+        }
+        let Some(t) = self.trend() else {
+            return false;
+        };
+        let Some((avg, dev, last)) = self.band else {
+            self.band = Some((0.0, t.abs(), t));
+            return false;
+        };
+        let a = self.alpha;
+        let outside = (t - avg).abs() > self.gain * dev;
+        let dev = dev * (1.0 - a) + (t - last).abs() * a;
+        let avg = if outside {
+            avg
+        } else {
+            avg * (1.0 - a) + t * a
+        };
+        self.band = Some((avg, dev, t));
+        outside && t > avg
     }
 }
 
@@ -917,12 +1010,15 @@ pub struct MiEngine<U: Utility> {
     loss_allowance: f64,
     /// Which probes a round's loss test compares.
     loss_test: LossTest,
+    /// The trend test's state (`cfg.gradient.trend_mis` MIs; off at 0).
+    trend: RttTrend,
 }
 
 impl<U: Utility> MiEngine<U> {
     /// An engine with `cfg` and `utility`, before its flow starts.
     pub fn new(cfg: MiConfig, utility: U) -> Self {
         let r = cfg.clamp(MBIT);
+        let trend = RttTrend::new(cfg.gradient.trend_mis, TREND_GAIN, TREND_ALPHA);
         MiEngine {
             rng: SplitMix64::new(cfg.seed, 0),
             cfg,
@@ -951,6 +1047,7 @@ impl<U: Utility> MiEngine<U> {
             period_sent: None,
             loss_allowance: 0.0,
             loss_test: LossTest::Pair,
+            trend,
         }
     }
 
@@ -1258,7 +1355,16 @@ impl<U: Utility> MiEngine<U> {
     }
 
     fn finish(&mut self, acc: MiAcc) {
-        let gradient = self.cfg.gradient.gradient(&acc.rtt);
+        if self.trend.window != self.cfg.gradient.trend_mis {
+            // The parameter changed on a live flow: start the trend afresh.
+            self.trend = RttTrend::new(self.cfg.gradient.trend_mis, TREND_GAIN, TREND_ALPHA);
+        }
+        let inflating = self.cfg.gradient.trend_mis > 0
+            && !acc.rtt.is_empty()
+            && self
+                .trend
+                .observe(acc.rtt.iter().map(|p| p.rtt_us).sum::<f64>() / acc.rtt.len() as f64);
+        let gradient = self.cfg.gradient.filtered(&acc.rtt, !inflating);
         let current = acc.epoch == self.epoch;
         let excused = if current && acc.role == Role::Start {
             let e = acc.lost.min(self.loss_allowance).max(0.0);
@@ -1974,6 +2080,49 @@ pub(crate) mod testpath {
 mod tests {
     use super::testpath::FluidPath;
     use super::*;
+
+    /// A deterministic ±`noise` µs wobble around `base` for MI `i`.
+    fn wobble(i: u64, base: f64, noise: f64) -> f64 {
+        let u = (SplitMix64::new(7, i).next_u64() % 10_000) as f64 / 10_000.0;
+        base + noise * (2.0 * u - 1.0)
+    }
+
+    #[test]
+    fn rtt_trend_stays_quiet_on_noise_and_flags_a_sustained_rise() {
+        let mut t = RttTrend::new(6, TREND_GAIN, TREND_ALPHA);
+        // 30 ms ± 0.3 ms for 300 MIs: the noise alone flags few MIs.
+        let flagged = (0..300)
+            .filter(|&i| t.observe(wobble(i, 30_000.0, 300.0)))
+            .count();
+        assert!(flagged < 30, "{flagged} of 300 noisy MIs flagged");
+        // Then a queue growing 0.2 ms per MI for 20 MIs, under the same noise: flagged from a
+        // few MIs in, for most of the rise.
+        let rise: Vec<bool> = (0..20)
+            .map(|k| t.observe(wobble(300 + k, 30_000.0 + 200.0 * k as f64, 300.0)))
+            .collect();
+        assert!(rise[6..].iter().filter(|&&f| f).count() >= 10, "{rise:?}");
+        // A window below three never flags.
+        let mut off = RttTrend::new(2, TREND_GAIN, TREND_ALPHA);
+        assert!((0..50).all(|i| !off.observe(30_000.0 + 500.0 * i as f64)));
+    }
+
+    #[test]
+    fn a_flagged_mi_keeps_an_insignificant_slope_above_the_filter() {
+        // A rising but noisy fit: slope 0.017, under one standard error.
+        let pts: Vec<RttPoint> = [4.0, -4.0, 0.0, 3.0, -3.0, -4.0, 4.0, 0.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| RttPoint {
+                send_us: i as f64 * 4_000.0,
+                rtt_us: 30_000.0 + 0.02 * i as f64 * 4_000.0 + n * 150.0,
+            })
+            .collect();
+        let f = GradientFilter::default();
+        let fit = fit_slope(&pts).unwrap();
+        assert!(fit.slope > 0.01 && fit.slope < 2.0 * fit.std_err, "{fit:?}");
+        assert_eq!(f.gradient(&pts), 0.0);
+        assert_eq!(f.filtered(&pts, false), fit.slope);
+    }
     use crate::controller::{ControlMode, Controller};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -220,6 +220,13 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "seed of the probing order (mixed with the flow's start time)",
         source: "project choice (deterministic runs)",
     },
+    ParamSpec {
+        key: "trend-mis",
+        unit: Unit::Count,
+        default: 0.0,
+        help: "trend test over this many MIs' mean RTTs (0: off): while the trend breaks above its usual band, an MI's RTT gradient counts even if its own fit is not significant",
+        source: "PCC's QUIC code (6 MIs, a band of 2 deviations); off by default",
+    },
 ];
 
 /// Vivace, as the registry lists it.
@@ -304,6 +311,7 @@ impl VivaceConfig {
                     threshold: p.get("latency-filter").max(0.0),
                     min_t: p.get("gradient-confidence").max(0.0),
                     min_points: 3,
+                    trend_mis: p.get("trend-mis").clamp(0.0, 1000.0) as usize,
                 },
                 loss_filter: LossFilter {
                     min_z: p.get("loss-confidence").max(0.0),
@@ -423,7 +431,8 @@ mod tests {
                 "slow-start-loss-allowance",
                 "init-cwnd",
                 "init-rtt",
-                "seed"
+                "seed",
+                "trend-mis"
             ]
         );
         let d = VivaceConfig::default().mi;

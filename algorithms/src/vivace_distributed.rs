@@ -175,6 +175,7 @@ pub const PARAMS: &[ParamSpec] = &[
     vivace::PARAMS[17],
     vivace::PARAMS[18],
     vivace::PARAMS[19],
+    vivace::PARAMS[20],
     ParamSpec {
         key: "group",
         unit: Unit::Count,
