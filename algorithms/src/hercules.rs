@@ -283,13 +283,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "an RTT-gradient fit counts only if its slope is at least this many standard errors (0: every slope above latency-filter counts)",
         source: "project choice (as vivace; PCC's QUIC code, on which Hercules was built, counts a slope only above the fit's relative residual error)",
     },
-    ParamSpec {
-        key: "trend-mis",
-        unit: Unit::Count,
-        default: 0.0,
-        help: "trend test over this many MIs' mean RTTs (0: off): while the trend breaks above its usual band, an MI's RTT gradient counts even if its own fit is not significant",
-        source: "PCC's QUIC code (6 MIs, a band of 2 deviations); off by default",
-    },
+    crate::mi::TREND_MIS,
     ParamSpec {
         key: "loss-confidence",
         unit: Unit::Number,

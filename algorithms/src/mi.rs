@@ -158,6 +158,7 @@
 
 use crate::controller::{Decision, FlowStart, Fused, Measurement, ReportPeriod};
 use crate::filters::DeliveryCounter;
+use crate::params::{ParamSpec, Unit};
 use std::collections::VecDeque;
 
 /// Bytes per second in one Mbit/s: the rate unit of the PCC utility functions.
@@ -182,6 +183,15 @@ const STALE_MIS: u64 = 4;
 const MAX_UNSCORED_STARTS: usize = 2;
 /// More MIs than this in flight means the path stopped reporting; the oldest are dropped.
 const MAX_PENDING: usize = 256;
+/// The `trend-mis` parameter of the engine's learners: [`GradientFilter::trend_mis`].
+pub const TREND_MIS: ParamSpec = ParamSpec {
+    key: "trend-mis",
+    unit: Unit::Count,
+    default: 0.0,
+    help: "trend test over this many MIs' mean RTTs (0: off): while the trend breaks above its usual band, an MI's RTT gradient counts even if its own fit is not significant",
+    source: "PCC's QUIC code (6 MIs, a band of 2 deviations); off by default",
+};
+
 /// The trend test's band, in deviations of the trend (PCC's QUIC code: 2).
 const TREND_GAIN: f64 = 2.0;
 /// Weight of each MI in the trend test's running averages (PCC's QUIC code: 0.1).

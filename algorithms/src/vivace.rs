@@ -220,13 +220,7 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "seed of the probing order (mixed with the flow's start time)",
         source: "project choice (deterministic runs)",
     },
-    ParamSpec {
-        key: "trend-mis",
-        unit: Unit::Count,
-        default: 0.0,
-        help: "trend test over this many MIs' mean RTTs (0: off): while the trend breaks above its usual band, an MI's RTT gradient counts even if its own fit is not significant",
-        source: "PCC's QUIC code (6 MIs, a band of 2 deviations); off by default",
-    },
+    crate::mi::TREND_MIS,
 ];
 
 /// Vivace, as the registry lists it.
