@@ -21,6 +21,15 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The address a receiver logged as "listening on ADDR", from finished lines only: the log may be
+/// read while the receiver is half-way through that line.
+pub fn listening_addr(log: &str) -> Option<&str> {
+    log.split_inclusive('\n')
+        .filter_map(|l| l.strip_suffix('\n'))
+        .find_map(|l| l.strip_prefix("listening on "))
+        .map(str::trim)
+}
+
 /// Path of a binary of this workspace, built in the same profile as the running test.
 pub fn workspace_bin(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
@@ -310,12 +319,8 @@ impl UdpReceiver {
         let t0 = Instant::now();
         loop {
             let text = std::fs::read_to_string(&stderr).unwrap_or_default();
-            if let Some(addr) = text
-                .split_inclusive('\n')
-                .filter_map(|l| l.strip_suffix('\n'))
-                .find_map(|l| l.strip_prefix("listening on "))
-            {
-                let addr = addr.trim().parse()?;
+            if let Some(addr) = listening_addr(&text) {
+                let addr = addr.parse()?;
                 return Ok(UdpReceiver {
                     child,
                     addr,

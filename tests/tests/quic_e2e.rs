@@ -49,7 +49,7 @@
 use ccp_emu::testbed::RECEIVER_ADDR;
 use ccp_emu::{Testbed, TestbedConfig, cleanup};
 use ccp_tests::emu_support;
-use ccp_tests::{Agent, workspace_bin};
+use ccp_tests::{Agent, listening_addr, workspace_bin};
 use ccp_udp::pattern::{hash_hex, stream_hash};
 use serde_json::Value;
 use std::path::Path;
@@ -144,12 +144,8 @@ fn run(
     let t0 = Instant::now();
     let addr = loop {
         let text = std::fs::read_to_string(&recv_err).unwrap_or_default();
-        if let Some(a) = text
-            .split_inclusive('\n')
-            .filter_map(|l| l.strip_suffix('\n'))
-            .find_map(|l| l.strip_prefix("listening on "))
-        {
-            break a.trim().to_string();
+        if let Some(a) = listening_addr(&text) {
+            break a.to_string();
         }
         assert!(
             t0.elapsed() < Duration::from_secs(10) && matches!(recv.0.try_wait(), Ok(None)),
