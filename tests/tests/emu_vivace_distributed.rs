@@ -262,7 +262,8 @@ fn vivace_distributed_shares_with_the_kernels_cubic_through_the_real_jcce_servic
         // Every flow keeps a share: neither starves the other (the paper: a ratio of about 1;
         // with the CUBIC flows outside the group the simulator gives 4-140). Measured in three
         // real-time runs with JCCE on loopback: 0.20, 0.22, 0.21 (1 flow), 0.44, 0.34, 0.53 (2
-        // flows); on the service host, 1 ms each way: 0.21 and 0.43. In the group
+        // flows); on the service host, 1 ms each way: 0.21 and 0.43; without the RTT gradient's
+        // significance test (vivace-distributed's default since): 0.25 and 0.22. In the group
         // vivace-distributed is about as meek as vivace, as in the simulator (0.05-0.38), held
         // back by the RTT-gradient penalty of CUBIC's queue (with `latency-filter=0.025`: 0.49,
         // 0.85). The bound leaves room for run-to-run spread.
