@@ -405,7 +405,16 @@ fn only_keys(n: &Node, keys: &[&str]) -> Node {
 /// Load and validate the recipe at `path`.
 pub fn load(path: &Path) -> Result<Experiment, RecipeErrors> {
     let mut errs = vec![];
-    let fail = |errs: Vec<ConfigError>| RecipeErrors(ConfigErrors(errs));
+    // Sweep points read the same nodes, so an error can be recorded once per point.
+    let fail = |errs: Vec<ConfigError>| {
+        let mut once: Vec<ConfigError> = vec![];
+        for e in errs {
+            if !once.contains(&e) {
+                once.push(e);
+            }
+        }
+        RecipeErrors(ConfigErrors(once))
+    };
     let source = std::fs::read_to_string(path).unwrap_or_default();
     let mut stack = vec![path.canonicalize().unwrap_or_else(|_| path.to_path_buf())];
     let Some(root) = load_tree(path, &mut stack, &mut errs) else {

@@ -660,11 +660,11 @@ pub struct Reader<'e> {
 
 impl Reader<'_> {
     /// Record an error.
+    /// Record an error. Every call adds one, even a repeat (each sweep point reads the same
+    /// nodes again): readers tell whether a part of the tree failed by the count growing, and
+    /// [`crate::experiment::load`] drops the repeats before it reports.
     pub fn err(&mut self, n: &Node, field: &str, msg: impl Into<String>) {
-        let e = n.pos.error(field, msg);
-        if !self.errs.contains(&e) {
-            self.errs.push(e);
-        }
+        self.errs.push(n.pos.error(field, msg));
     }
 
     /// A mapping with only `allowed` keys (errors otherwise); false if not a mapping.
