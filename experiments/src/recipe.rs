@@ -1763,6 +1763,9 @@ fn read_algorithm(
     if let Some(cc) = name.strip_prefix(KERNEL_PREFIX) {
         return read_kernel_algorithm(r, a, &afield, cc, backend, field, params);
     }
+    // `NAME:KEY=VALUE,...` as a flow requests it (so a sweep over `algorithm` can compare
+    // variants of one algorithm); `params` may add other keys.
+    let (name, inline) = ccp_algorithms::agent::split_requested(name);
     let spec = match registry::lookup(name) {
         Ok(s) => s,
         Err(e) => {
@@ -1771,6 +1774,27 @@ fn read_algorithm(
         }
     };
     let mut out = vec![];
+    for (k, v) in inline {
+        let checked = if v.is_empty() {
+            Err(format!(
+                "{k:?} is not KEY=VALUE (write {}:KEY=VALUE,KEY=VALUE)",
+                spec.name
+            ))
+        } else {
+            spec.params_from([(k, v)]).map_err(|e| e.to_string())
+        };
+        match checked {
+            Ok(_) if out.iter().any(|(o, _): &(String, String)| o == k) => {
+                r.err(a, &afield, format!("{k:?} is set twice"));
+                return None;
+            }
+            Ok(_) => out.push((k.to_string(), v.to_string())),
+            Err(e) => {
+                r.err(a, &afield, e);
+                return None;
+            }
+        }
+    }
     if let Some(p) = params {
         let pfield = join(field, "params");
         if !matches!(p.value, Value::Map(_)) {
@@ -1793,6 +1817,14 @@ fn read_algorithm(
                 continue;
             };
             match spec.params_from([(k, text)]) {
+                Ok(_) if out.iter().any(|(o, _)| o == k) => {
+                    r.err(
+                        knode,
+                        &f,
+                        format!("{k:?} is also set in the algorithm's name; set it once"),
+                    );
+                    ok = false;
+                }
                 Ok(_) => out.push((k.to_string(), text.to_string())),
                 Err(e @ ccp_algorithms::params::ParamError::Unknown { .. }) => {
                     r.err(knode, &f, e.to_string());

@@ -384,3 +384,48 @@ fn kernel_flows_parse_on_the_emulator_with_their_algorithm_as_class() {
     );
     assert_eq!(ccp_exp::recipe::kernel_cc(&r.flows[0].algorithm), None);
 }
+
+#[test]
+fn a_sweep_over_algorithm_compares_variants_written_name_colon_params() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.yaml");
+    std::fs::write(
+        &p,
+        "link: {rate: 10mbit, delay: 5ms}\nflows: [{algorithm: vivace, params: {epsilon: 0.1}}]\nsweep:\n  flows[0].algorithm: [vivace, \"vivace:latency-filter=0.025, gradient-confidence=0\"]\n",
+    )
+    .unwrap();
+    let e = ccp_exp::load(&p).unwrap();
+    let pts = &e.parts[0].points;
+    let flow = |i: usize| &pts[i].recipe.flows[0];
+    assert_eq!(flow(0).params, vec![("epsilon".into(), "0.1".into())]);
+    // The name's settings and the params map are merged; the class is the algorithm's name.
+    assert_eq!(
+        (flow(1).algorithm.as_str(), flow(1).class.as_str()),
+        ("vivace", "vivace")
+    );
+    assert_eq!(
+        flow(1).params,
+        vec![
+            ("latency-filter".into(), "0.025".into()),
+            ("gradient-confidence".into(), "0".into()),
+            ("epsilon".into(), "0.1".into()),
+        ]
+    );
+    // A key set both ways, and a bad inline value, are errors at the place they are written.
+    std::fs::write(
+        &p,
+        "link: {rate: 10mbit, delay: 5ms}\nflows:\n  - {algorithm: \"vivace:epsilon=0.2\", params: {epsilon: 0.1}}\n  - {algorithm: \"vivace:epsilon=fast\"}\n",
+    )
+    .unwrap();
+    let e = ccp_exp::load(&p).unwrap_err().to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 2, "{e}");
+    assert!(
+        lines[0].ends_with(":3:48: flows[0].params.epsilon: \"epsilon\" is also set in the algorithm's name; set it once"),
+        "{e}"
+    );
+    assert!(
+        lines[1].contains(":4:17: flows[1].algorithm: ") && lines[1].contains("epsilon"),
+        "{e}"
+    );
+}
