@@ -659,7 +659,6 @@ pub struct Reader<'e> {
 }
 
 impl Reader<'_> {
-    /// Record an error.
     /// Record an error. Every call adds one, even a repeat (each sweep point reads the same
     /// nodes again): readers tell whether a part of the tree failed by the count growing, and
     /// [`crate::experiment::load`] drops the repeats before it reports.
