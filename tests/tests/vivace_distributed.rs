@@ -13,6 +13,18 @@ use ccp_tests::vivace_link::{dumbbell, goodput};
 const MBIT: u64 = 1_000_000;
 
 /// Mean goodput of flow 0 over the run, Mbit/s.
+/// The separator before one more parameter of a requested algorithm.
+fn sep(alg: &str) -> char {
+    if alg.contains(':') { ',' } else { ':' }
+}
+
+/// Mean and sample standard deviation.
+fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let m = x.iter().sum::<f64>() / x.len() as f64;
+    let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
+    (m, v.sqrt())
+}
+
 fn mean_goodput(r: &SimResult, secs: u64) -> f64 {
     r.flows[0].bytes_delivered as f64 * 8.0 / secs as f64 / 1e6
 }
@@ -63,11 +75,6 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     // vivace-distributed 87 +- 0.4 Mbit/s over 10 runs of 30 s). Seeds 1-4 (1-8 at 5 %), 20 s.
     // Measured: 90.6 +- 0.2 / 88.1, 88.6 +- 0.4 / 85.6, 87.0 +- 0.4 / 69.2 +- 2.1.
     let secs = 20;
-    let stats = |x: &[f64]| {
-        let m = x.iter().sum::<f64>() / x.len() as f64;
-        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
-        (m, v.sqrt())
-    };
     for loss in [0.01, 0.03, 0.05] {
         let goodputs = |alg: &str| -> Vec<f64> {
             // Eight seeds where the deviations are compared, four elsewhere.
@@ -85,7 +92,7 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
                 .collect()
         };
         let (v, vd) = (goodputs("vivace"), goodputs("vivace-distributed"));
-        let ((mv, sv), (mvd, svd)) = (stats(&v), stats(&vd));
+        let ((mv, sv), (mvd, svd)) = (mean_sd(&v), mean_sd(&vd));
         eprintln!(
             "loss {loss}: vivace {mv:.1} +- {sv:.1}, vivace-distributed {mvd:.1} +- {svd:.1} Mbit/s"
         );
@@ -113,28 +120,72 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
 /// Under a minute in release; run with `--ignored --nocapture`, figures in
 /// docs/results/vivace-distributed.md.
 #[test]
+fn against_vivace_without_loss_pooling_the_papers_vivace_figures_and_gains_reproduce() {
+    // Our Vivace pools the loss fractions of the MIs it compares (`loss-confidence` 2, a project
+    // choice); scored with each MI's own loss fraction it behaves as the paper measured PCC
+    // Vivace (§7.3: about 60 Mbit/s at 4 %, runs falling far below): 68.1 +- 12.3 Mbit/s at 4 %
+    // over 10 runs of 30 s (`loss_resilience_table`). Against it vivace-distributed keeps a
+    // smaller run-to-run deviation at every loss from 1 % and takes >= 20 % more from 4 %.
+    // Seeds 1-8, 20 s. Measured: 2 %: 89.8 +- 0.3 against 83.0 +- 1.5; 4 %: 87.8 +- 0.3 against
+    // 66.0 +- 14.0 Mbit/s.
+    let secs = 20;
+    for loss in [0.02, 0.04] {
+        let goodputs = |alg: &str| -> Vec<f64> {
+            (1..=8u64)
+                .map(|seed| {
+                    let r = run(
+                        &dumbbell(&[&format!("{alg}{}seed={seed}", sep(alg))], loss, secs),
+                        Some(seed),
+                    )
+                    .unwrap();
+                    mean_goodput(&r, secs)
+                })
+                .collect()
+        };
+        let v = goodputs("vivace:loss-confidence=0");
+        let vd = goodputs("vivace-distributed");
+        let ((mv, sv), (mvd, svd)) = (mean_sd(&v), mean_sd(&vd));
+        eprintln!(
+            "loss {loss}: vivace, own loss per MI {mv:.1} +- {sv:.1}, vivace-distributed {mvd:.1} +- {svd:.1} Mbit/s"
+        );
+        assert!(
+            svd < sv,
+            "loss {loss}: deviation {svd:.2} vs {sv:.2} Mbit/s"
+        );
+        if loss >= 0.04 {
+            assert!(mvd >= 1.2 * mv, "loss {loss}: {mvd:.1} vs {mv:.1} Mbit/s");
+        } else {
+            assert!(mvd > mv, "loss {loss}: {mvd:.1} vs {mv:.1} Mbit/s");
+        }
+    }
+}
+
+#[test]
 #[ignore = "the paper's full table: 140 runs of 30 s, under a minute in release; figures in docs/results/vivace-distributed.md"]
 fn loss_resilience_table() {
     let secs = 30;
-    let stats = |x: &[f64]| {
-        let m = x.iter().sum::<f64>() / x.len() as f64;
-        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
-        (m, v.sqrt())
-    };
     for loss in [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06] {
         let mut line = format!("loss {:.0} %:", loss * 100.0);
-        for alg in ["vivace", "vivace-distributed"] {
+        // Each algorithm as built and with each MI scored with its own loss fraction
+        // (`loss-confidence=0`: no pooling of the compared MIs' losses, as the papers give
+        // them; the paper's Vivace figures are closer to that one).
+        for alg in [
+            "vivace",
+            "vivace:loss-confidence=0",
+            "vivace-distributed",
+            "vivace-distributed:loss-confidence=0",
+        ] {
             let g: Vec<f64> = (1..=10u64)
                 .map(|seed| {
                     let r = run(
-                        &dumbbell(&[&format!("{alg}:seed={seed}")], loss, secs),
+                        &dumbbell(&[&format!("{alg}{}seed={seed}", sep(alg))], loss, secs),
                         Some(seed),
                     )
                     .unwrap();
                     mean_goodput(&r, secs)
                 })
                 .collect();
-            let (m, sd) = stats(&g);
+            let (m, sd) = mean_sd(&g);
             line += &format!(
                 "  {alg} {m:.1} +- {sd:.1} Mbit/s (min {:.1})",
                 g.iter().copied().fold(f64::INFINITY, f64::min)
@@ -446,11 +497,6 @@ fn convergence_table() {
 #[ignore = "measurement for docs/results/vivace-distributed.md (about 20 s in release)"]
 fn loss_deviation_breakdown() {
     let secs = 30;
-    let stats = |x: &[f64]| {
-        let m = x.iter().sum::<f64>() / x.len() as f64;
-        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
-        (m, v.sqrt())
-    };
     let sec = 1_000_000_000u64;
     for loss in [0.0, 0.01, 0.03] {
         for alg in ["vivace", "vivace-distributed"] {
@@ -486,7 +532,7 @@ fn loss_deviation_breakdown() {
                     mean_goodput(&r, secs),
                     first,
                     rest,
-                    stats(&per_second).1,
+                    mean_sd(&per_second).1,
                     drops,
                     100.0 * above,
                 ];
@@ -494,7 +540,7 @@ fn loss_deviation_breakdown() {
                     row.push(v);
                 }
             }
-            let [g, first, rest, per_second, drops, above] = rows.map(|r| stats(&r));
+            let [g, first, rest, per_second, drops, above] = rows.map(|r| mean_sd(&r));
             eprintln!(
                 "loss {:.0} % {alg}: 30 s {:.2} +- {:.2}, first 5 s {:.2} +- {:.2}, 5-30 s {:.2} +- {:.2} Mbit/s; one-second goodput sd {:.2} Mbit/s; drop-tail drops {:.0} +- {:.0}; above 110 Mbit/s {:.1} % of the time",
                 loss * 100.0,
