@@ -18,6 +18,22 @@ fn sep(alg: &str) -> char {
     if alg.contains(':') { ',' } else { ':' }
 }
 
+/// Goodput (Mbit/s over the whole run) of one `alg` flow alone on the paper's link under
+/// random `loss`, one run of `secs` per seed 1..=`seeds` (the algorithm's seed too).
+fn lone_goodputs(alg: &str, loss: f64, secs: u64, seeds: u64) -> Vec<f64> {
+    (1..=seeds)
+        .map(|seed| {
+            let r = run(
+                &dumbbell(&[&format!("{alg}{}seed={seed}", sep(alg))], loss, secs),
+                Some(seed),
+            )
+            .unwrap();
+            assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
+            mean_goodput(&r, secs)
+        })
+        .collect()
+}
+
 /// Mean and sample standard deviation.
 fn mean_sd(x: &[f64]) -> (f64, f64) {
     let m = x.iter().sum::<f64>() / x.len() as f64;
@@ -76,22 +92,10 @@ fn more_throughput_than_vivace_under_random_loss_and_a_steadier_one_where_vivace
     // Measured: 90.6 +- 0.2 / 88.1, 88.6 +- 0.4 / 85.6, 87.0 +- 0.4 / 69.2 +- 2.1.
     let secs = 20;
     for loss in [0.01, 0.03, 0.05] {
-        let goodputs = |alg: &str| -> Vec<f64> {
-            // Eight seeds where the deviations are compared, four elsewhere.
-            let seeds = if loss > 0.03 { 8 } else { 4 };
-            (1..=seeds)
-                .map(|seed| {
-                    let r = run(
-                        &dumbbell(&[&format!("{alg}:seed={seed}")], loss, secs),
-                        Some(seed),
-                    )
-                    .unwrap();
-                    assert_eq!(r.agent.bad_reports + r.agent.update_errors, 0);
-                    mean_goodput(&r, secs)
-                })
-                .collect()
-        };
-        let (v, vd) = (goodputs("vivace"), goodputs("vivace-distributed"));
+        // Eight seeds where the deviations are compared, four elsewhere.
+        let seeds = if loss > 0.03 { 8 } else { 4 };
+        let v = lone_goodputs("vivace", loss, secs, seeds);
+        let vd = lone_goodputs("vivace-distributed", loss, secs, seeds);
         let ((mv, sv), (mvd, svd)) = (mean_sd(&v), mean_sd(&vd));
         eprintln!(
             "loss {loss}: vivace {mv:.1} +- {sv:.1}, vivace-distributed {mvd:.1} +- {svd:.1} Mbit/s"
@@ -130,20 +134,8 @@ fn against_vivace_without_loss_pooling_the_papers_vivace_figures_and_gains_repro
     // 66.0 +- 14.0 Mbit/s.
     let secs = 20;
     for loss in [0.02, 0.04] {
-        let goodputs = |alg: &str| -> Vec<f64> {
-            (1..=8u64)
-                .map(|seed| {
-                    let r = run(
-                        &dumbbell(&[&format!("{alg}{}seed={seed}", sep(alg))], loss, secs),
-                        Some(seed),
-                    )
-                    .unwrap();
-                    mean_goodput(&r, secs)
-                })
-                .collect()
-        };
-        let v = goodputs("vivace:loss-confidence=0");
-        let vd = goodputs("vivace-distributed");
+        let v = lone_goodputs("vivace:loss-confidence=0", loss, secs, 8);
+        let vd = lone_goodputs("vivace-distributed", loss, secs, 8);
         let ((mv, sv), (mvd, svd)) = (mean_sd(&v), mean_sd(&vd));
         eprintln!(
             "loss {loss}: vivace, own loss per MI {mv:.1} +- {sv:.1}, vivace-distributed {mvd:.1} +- {svd:.1} Mbit/s"
@@ -175,16 +167,7 @@ fn loss_resilience_table() {
             "vivace-distributed",
             "vivace-distributed:loss-confidence=0",
         ] {
-            let g: Vec<f64> = (1..=10u64)
-                .map(|seed| {
-                    let r = run(
-                        &dumbbell(&[&format!("{alg}{}seed={seed}", sep(alg))], loss, secs),
-                        Some(seed),
-                    )
-                    .unwrap();
-                    mean_goodput(&r, secs)
-                })
-                .collect();
+            let g = lone_goodputs(alg, loss, secs, 10);
             let (m, sd) = mean_sd(&g);
             line += &format!(
                 "  {alg} {m:.1} +- {sd:.1} Mbit/s (min {:.1})",
