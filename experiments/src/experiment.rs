@@ -407,12 +407,8 @@ pub fn load(path: &Path) -> Result<Experiment, RecipeErrors> {
     let mut errs = vec![];
     // Sweep points read the same nodes, so an error can be recorded once per point.
     let fail = |errs: Vec<ConfigError>| {
-        let mut once: Vec<ConfigError> = vec![];
-        for e in errs {
-            if !once.contains(&e) {
-                once.push(e);
-            }
-        }
+        let mut once = vec![];
+        errs.into_iter().for_each(|e| push(&mut once, e));
         RecipeErrors(ConfigErrors(once))
     };
     let source = std::fs::read_to_string(path).unwrap_or_default();
