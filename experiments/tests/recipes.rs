@@ -429,3 +429,34 @@ fn a_sweep_over_algorithm_compares_variants_written_name_colon_params() {
         "{e}"
     );
 }
+
+#[test]
+fn the_runs_of_a_point_differ_by_the_learners_seed_as_well_as_the_paths() {
+    // A lossless, jitter-free path has no random element of its own: before the run's seed
+    // reached the learners, every run of a point was the same run.
+    let dir = tempfile::tempdir().unwrap();
+    let delivered = |flows: &str, seed: u64| -> Vec<u64> {
+        let p = dir.path().join("s.yaml");
+        std::fs::write(
+            &p,
+            format!("duration: 5s\nlink: {{rate: 20mbit, delay: 10ms}}\nflows:\n{flows}"),
+        )
+        .unwrap();
+        let e = ccp_exp::load(&p).unwrap();
+        let sc = ccp_exp::backend::sim::scenario(&e.parts[0].points[0].recipe, seed, "s").unwrap();
+        // The run's seed is every learner's default seed, as `ccp-agent --param` sets it.
+        for a in ["vivace", "vivace-distributed", "hercules"] {
+            let want = format!("{a}.seed={seed}");
+            assert!(sc.agent.params.contains(&want), "{:?}", sc.agent.params);
+        }
+        let res = ccp_sim::run(&sc, Some(seed)).unwrap();
+        res.flows.iter().map(|f| f.bytes_delivered).collect()
+    };
+    let two = "  - {algorithm: vivace, count: 2}\n";
+    let a = delivered(two, 1);
+    assert_eq!(a, delivered(two, 1), "the same seed gives the same bytes");
+    assert_ne!(a, delivered(two, 2), "two seeds gave the same bytes");
+    // A flow that sets its own seed keeps it in every run.
+    let pinned = "  - {algorithm: vivace, count: 2, params: {seed: 9}}\n";
+    assert_eq!(delivered(pinned, 1), delivered(pinned, 2));
+}

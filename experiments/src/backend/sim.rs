@@ -93,6 +93,20 @@ fn instance_addr(r: &Recipe, k: usize) -> String {
     flow_addr(k, reverse, senders(r))
 }
 
+/// The run's seed as the agent-wide default of every algorithm's `seed` parameter
+/// (`ALG.seed=SEED`, as `ccp-agent --param` sets it): the learners' own random choices (their
+/// probing order) then differ between the runs of a point as the path's random elements do,
+/// where before a path with none (no loss, jitter or workload) gave every run the same bytes.
+/// A flow that sets `seed` in its params keeps it; the first run with the default `seed: 1`
+/// asks for the parameter's default, 1.
+fn learner_seeds(seed: u64) -> Vec<String> {
+    ccp_algorithms::registry::all()
+        .iter()
+        .filter(|a| a.params.iter().any(|p| p.key == "seed"))
+        .map(|a| format!("{}.seed={seed}", a.name))
+        .collect()
+}
+
 /// The scenario of one run.
 pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendError> {
     let up = &r.link.uplink;
@@ -211,6 +225,7 @@ pub fn scenario(r: &Recipe, seed: u64, name: &str) -> Result<Scenario, BackendEr
                     command: c.line(&instance_addr(r, c.flow)),
                 })
                 .collect(),
+            params: learner_seeds(seed),
             ..AgentSpec::default()
         },
         transport,
