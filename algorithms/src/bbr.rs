@@ -48,10 +48,11 @@
 //! - *ProbeBW*: `cwnd_gain = probe-bw-cwnd-gain` (2); `pacing_gain` cycles through
 //!   `[probe-up-gain, probe-down-gain, 1 × (cycle-phases − 2)]` = [1.25, 0.75, 1, 1, 1, 1, 1, 1],
 //!   starting at a pseudo-random phase other than the 0.75 one (draw from a splitmix64 of the agent
-//!   time: deterministic in the simulator, different across flows). A phase lasts one `RTprop`; the
-//!   1.25 phase lasts until, in addition, a loss or `inflight ≥ inflight(1.25)`, the 0.75 phase ends
-//!   early once `inflight ≤ inflight(1)`. "inflight" is the report's `bytes_in_flight` (at its
-//!   last ACK), standing in for the draft's per-ACK `prior_inflight`.
+//!   time and `seed`: deterministic in the simulator, different across flows and seeds). A phase
+//!   lasts one `RTprop`; the 1.25 phase lasts until, in addition, a loss or
+//!   `inflight ≥ inflight(1.25)`, the 0.75 phase ends early once `inflight ≤ inflight(1)`.
+//!   "inflight" is the report's `bytes_in_flight` (at its last ACK), standing in for the draft's
+//!   per-ACK `prior_inflight`.
 //! - *ProbeRTT*: entered from any state when `RTprop` expired: `pacing_gain = 1`, the window
 //!   capped at `min-pipe-cwnd` (4 packets), the window saved. Once inflight ≤ 4 packets (or once a
 //!   fused window holds it above that: see "Calibration"), it stays
@@ -236,6 +237,13 @@ pub const PARAMS: &[ParamSpec] = &[
         help: "reports asked of the datapath per smoothed RTT (round and phase timing within srtt/n)",
         source: "this project (CCP measurement program; see the bbr module doc)",
     },
+    ParamSpec {
+        key: "seed",
+        unit: Unit::Count,
+        default: 1.0,
+        help: "seed of the ProbeBW starting-phase draw (mixed with the flow's start time; 1: the start time alone)",
+        source: "project choice (deterministic runs that differ by seed)",
+    },
 ];
 
 /// BBR, as the registry lists it.
@@ -284,6 +292,9 @@ pub struct BbrConfig {
     pub reports_per_rtt: u64,
     /// BtlBw takes each report's largest per-ACK sample (the default), not its last one.
     pub per_ack_bw: bool,
+    /// Seed of the ProbeBW starting-phase draw, mixed with the flow's start time (1: the start
+    /// time alone).
+    pub seed: u64,
 }
 
 impl Default for BbrConfig {
@@ -312,6 +323,7 @@ impl BbrConfig {
             pacing_margin: p.get("pacing-margin").clamp(0.0, 0.5),
             reports_per_rtt: count_param(p.get("reports-per-rtt")),
             per_ack_bw: p.flag("per-ack-bw"),
+            seed: p.get("seed").max(0.0) as u64,
         }
     }
 
@@ -511,7 +523,14 @@ impl Bbr {
         self.in_recovery = false;
         self.conservation_until_round = None;
         self.has_rtt = false;
-        self.rng = splitmix64(now_us);
+        // Seed 1 leaves the start time alone, as before the parameter existed; other seeds move
+        // it by an odd multiple (splitmix64's increment), so no two seeds mix to the same value.
+        let mix = self
+            .cfg
+            .seed
+            .wrapping_sub(1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.rng = splitmix64(now_us ^ mix);
         self.srtt = Srtt::new();
         self.clock = ReportClock::new(self.cfg.reports_per_rtt);
         self.cwnd = self.init_cwnd().max(self.min_pipe());
@@ -914,6 +933,29 @@ mod tests {
         assert!(d.rate.unwrap().abs_diff(want as u64) <= 1, "{d:?}");
         assert_eq!(d.report, Some(ReportPeriod::Micros(RTT / 4)));
         assert_eq!(b.rate(), d.rate);
+    }
+
+    #[test]
+    fn the_seed_moves_probe_bws_starting_phase_and_seed_1_keeps_the_start_times_draw() {
+        let first_phase = |seed: u64| {
+            let mut b = bbr(BbrConfig {
+                seed,
+                ..BbrConfig::default()
+            });
+            b.enter_probe_bw(START.now_us + RTT);
+            (b.rng, b.cycle_index)
+        };
+        // Seed 1 draws from the flow's start time alone, as BBR did before it had the parameter.
+        let mut b = bbr(BbrConfig::default());
+        let before = splitmix64(splitmix64(START.now_us) ^ (START.now_us + RTT));
+        b.enter_probe_bw(START.now_us + RTT);
+        assert_eq!((b.rng, first_phase(1).0), (before, before));
+        // Flows started at the same time with different seeds start the cycle at different
+        // phases, never the down phase (index 1).
+        let phases: std::collections::BTreeSet<usize> =
+            (1..=16).map(|s| first_phase(s).1).collect();
+        assert!(phases.len() >= 4, "{phases:?}");
+        assert!(!phases.contains(&1), "{phases:?}");
     }
 
     #[test]

@@ -445,7 +445,7 @@ fn the_runs_of_a_point_differ_by_the_learners_seed_as_well_as_the_paths() {
         let e = ccp_exp::load(&p).unwrap();
         let sc = ccp_exp::backend::sim::scenario(&e.parts[0].points[0].recipe, seed, "s").unwrap();
         // The run's seed is every learner's default seed, as `ccp-agent --param` sets it.
-        for a in ["vivace", "vivace-distributed", "hercules"] {
+        for a in ["vivace", "vivace-distributed", "hercules", "bbr"] {
             let want = format!("{a}.seed={seed}");
             assert!(sc.agent.params.contains(&want), "{:?}", sc.agent.params);
         }

@@ -94,8 +94,8 @@ fn instance_addr(r: &Recipe, k: usize) -> String {
 }
 
 /// The run's seed as the agent-wide default of every algorithm's `seed` parameter
-/// (`ALG.seed=SEED`, as `ccp-agent --param` sets it): the learners' own random choices (their
-/// probing order) then differ between the runs of a point as the path's random elements do,
+/// (`ALG.seed=SEED`, as `ccp-agent --param` sets it): the algorithms' own random choices (a
+/// learner's probing order, BBR's first gain-cycle phase) then differ between the runs of a point as the path's random elements do,
 /// where before a path with none (no loss, jitter or workload) gave every run the same bytes.
 /// A flow that sets `seed` in its params keeps it; the first run with the default `seed: 1`
 /// asks for the parameter's default, 1.
