@@ -25,6 +25,19 @@ pub struct Written {
     pub finished: usize,
     pub planned: usize,
     pub plots: usize,
+    /// `PART/POINT` of every point whose finished runs (two or more) gave the same value of every
+    /// metric: neither the path nor the algorithms drew anything at random, so its runs are one
+    /// run repeated and its standard deviation says nothing.
+    pub identical: Vec<String>,
+}
+
+/// What the report and `ccp-exp` say of points whose runs are one run repeated.
+pub const IDENTICAL: &str = "these points' runs are identical in every metric (nothing in \
+the path or the algorithms is random, so more runs add nothing)";
+
+/// Whether a point's summaries come from two or more runs that agree on every metric.
+fn identical_runs(s: &PointMetrics) -> bool {
+    !s.is_empty() && s.values().all(|v| v.n >= 2 && v.min == v.max)
 }
 
 fn r(s: &Summary) -> Summary {
@@ -135,6 +148,7 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
 
     // summary.json / summary.csv
     let mut parts_json = vec![];
+    let mut identical = vec![];
     let mut csv = String::from("part,point,label,metric,n,mean,std,ci95,min,max\n");
     for (pi, part) in plan.parts.iter().enumerate() {
         let mut points = vec![];
@@ -150,6 +164,10 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
                 .iter()
                 .filter(|r| r.part == pi && r.point == qi && records[r.index].is_some())
                 .count();
+            let same = identical_runs(s);
+            if same {
+                identical.push(format!("{}/{}", part.name, p.id));
+            }
             points.push(json!({
                 "id": p.id,
                 "label": p.label,
@@ -157,6 +175,7 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
                 "backend": p.backend,
                 "runs": runs,
                 "finished": done,
+                "identical_runs": same,
                 "metrics": s,
             }));
             for (k, v) in s {
@@ -250,6 +269,16 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
             missing.len(),
             shown.join(", "),
             if missing.len() > 20 { ", …" } else { "" }
+        );
+    }
+    if !identical.is_empty() {
+        let shown: Vec<String> = identical.iter().take(20).map(|m| esc(m)).collect();
+        let _ = writeln!(
+            h,
+            "<p class=warn>{} point(s): {IDENTICAL}: {}{}</p>",
+            identical.len(),
+            shown.join(", "),
+            if identical.len() > 20 { ", …" } else { "" }
         );
     }
     if plan.parts.len() > 1 {
@@ -431,5 +460,6 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
         finished,
         planned: plan.runs.len(),
         plots: names.len(),
+        identical,
     })
 }

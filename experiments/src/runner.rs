@@ -46,6 +46,8 @@ pub struct Outcome {
     /// Half-written runs discarded.
     pub discarded: usize,
     pub report: Option<PathBuf>,
+    /// Points whose runs were one run repeated ([`crate::report::Written::identical`]).
+    pub identical: Vec<String>,
     pub wall_s: f64,
 }
 
@@ -347,7 +349,9 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     text.push('\n');
     write_atomic(&opts.out.join("environment.json"), text.as_bytes())?;
     if opts.report {
-        outcome.report = Some(crate::report::write(&opts.out)?.path);
+        let w = crate::report::write(&opts.out)?;
+        outcome.report = Some(w.path);
+        outcome.identical = w.identical;
     }
     Ok(outcome)
 }

@@ -178,6 +178,27 @@ fn a_small_sweep_on_the_simulator_writes_every_file() {
     let gm = &p["metrics"]["goodput_mbps"];
     assert_eq!(gm["n"], 2);
     assert!(gm["mean"].is_number() && gm["ci95"].is_number(), "{gm}");
+    // Reno and Cubic on the lossless path draw nothing at random: their two runs are one run
+    // repeated, and both the summary and the command say so; the lossy points' runs differ.
+    let same: Vec<bool> = (0..4)
+        .map(|i| {
+            summary["parts"][0]["points"][i]["identical_runs"]
+                .as_bool()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(same, [true, true, false, false]);
+    let note = stdout
+        .split("note: ")
+        .nth(1)
+        .expect("a note on identical runs");
+    assert!(
+        note.contains("  long/p00-loss=0-algorithm=reno\n")
+            && note.contains("  long/p01-loss=0-algorithm=cubic\n")
+            && !note.contains("loss=0.01")
+            && !note.contains("short/"),
+        "{stdout}"
+    );
     // Plots: every SVG file is inlined in the report.
     let plots = std::fs::read_dir(out.join("plots")).unwrap().count();
     assert!(plots >= 15, "{plots} plots");

@@ -203,6 +203,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             for (id, e) in &o.failed {
                 println!("failed: {id}: {e}");
             }
+            print_identical(&o.identical);
             println!("results: {}", out.display());
             if let Some(r) = &o.report {
                 let abs = r.canonicalize().unwrap_or_else(|_| r.clone());
@@ -217,6 +218,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Report { dir } => {
             let w = ccp_exp::report::write(&dir)
                 .with_context(|| format!("writing the report of {}", dir.display()))?;
+            print_identical(&w.identical);
             println!(
                 "{} of {} runs, {} plots; report: {}",
                 w.finished,
@@ -247,6 +249,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             for id in &m.missing {
                 println!("missing: {id}");
             }
+            print_identical(&w.identical);
             println!("report: {}", w.path.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -281,6 +284,17 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A note naming the points whose runs were one run repeated, if any.
+fn print_identical(points: &[String]) {
+    if points.is_empty() {
+        return;
+    }
+    println!("note: {}:", ccp_exp::report::IDENTICAL);
+    for p in points {
+        println!("  {p}");
     }
 }
 
