@@ -32,8 +32,21 @@ pub struct Written {
 }
 
 /// What the report and `ccp-exp` say of points whose runs are one run repeated.
-pub const IDENTICAL: &str = "these points' runs are identical in every metric (nothing in \
-the path or the algorithms is random, so more runs add nothing)";
+pub const IDENTICAL: &str = "runs are identical in every metric (nothing in the path or the \
+algorithms is random, so more runs add nothing)";
+
+/// A warning paragraph: `head (n): a, b, …` with at most 20 of `items` shown.
+fn warn_list(h: &mut String, head: &str, items: &[impl AsRef<str>]) {
+    let shown: Vec<String> = items.iter().take(20).map(|m| esc(m.as_ref())).collect();
+    let _ = writeln!(
+        h,
+        "<p class=warn>{} ({}): {}{}</p>",
+        esc(head),
+        items.len(),
+        shown.join(", "),
+        if items.len() > 20 { ", …" } else { "" }
+    );
+}
 
 /// Whether a point's summaries come from two or more runs that agree on every metric.
 fn identical_runs(s: &PointMetrics) -> bool {
@@ -262,24 +275,10 @@ pub fn write(out: &Path) -> Result<Written, ExpError> {
             .filter(|r| records[r.index].is_none())
             .map(|r| r.id.as_str())
             .collect();
-        let shown: Vec<String> = missing.iter().take(20).map(|m| esc(m)).collect();
-        let _ = writeln!(
-            h,
-            "<p class=warn>Not finished ({}): {}{}</p>",
-            missing.len(),
-            shown.join(", "),
-            if missing.len() > 20 { ", …" } else { "" }
-        );
+        warn_list(&mut h, "Not finished", &missing);
     }
     if !identical.is_empty() {
-        let shown: Vec<String> = identical.iter().take(20).map(|m| esc(m)).collect();
-        let _ = writeln!(
-            h,
-            "<p class=warn>{} point(s): {IDENTICAL}: {}{}</p>",
-            identical.len(),
-            shown.join(", "),
-            if identical.len() > 20 { ", …" } else { "" }
-        );
+        warn_list(&mut h, &format!("Points whose {IDENTICAL}"), &identical);
     }
     if plan.parts.len() > 1 {
         h.push_str("<nav>");

@@ -292,7 +292,7 @@ fn print_identical(points: &[String]) {
     if points.is_empty() {
         return;
     }
-    println!("note: {}:", ccp_exp::report::IDENTICAL);
+    println!("note: these points' {}:", ccp_exp::report::IDENTICAL);
     for p in points {
         println!("  {p}");
     }
