@@ -619,20 +619,6 @@ impl Policy {
             on,
         })
     }
-
-    /// The parameters of member `spec`: its defaults with the `MEMBER.KEY` settings of `p`.
-    pub fn member_params(spec: &AlgorithmSpec, p: &ParamSet) -> ParamSet {
-        let mut set = spec.defaults();
-        for (k, v) in p.texts() {
-            if let Some((m, key)) = k.split_once('.')
-                && m == spec.name
-                && let Err(e) = set.set(spec.params, key, v)
-            {
-                error!(member = m, error = %e, "polycc: ignoring a member parameter");
-            }
-        }
-        set
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -668,7 +654,7 @@ impl PolyCc {
             .iter()
             .map(|spec| Member {
                 name: spec.name,
-                ctl: (spec.build)(&Policy::member_params(spec, params)),
+                ctl: (spec.build)(&spec.member_params(params)),
                 period: None,
             })
             .collect();
@@ -1225,7 +1211,7 @@ mod tests {
         assert!(p.set(PARAMS, "nosuch.x", "1").is_err());
         p.set(PARAMS, "copilots", "cubic copa").unwrap();
         // Member parameters reach the member.
-        let mp = Policy::member_params(&crate::cubic::SPEC, &p);
+        let mp = crate::cubic::SPEC.member_params(&p);
         assert_eq!(mp.get("beta"), 0.8);
         let pol = Policy::from_params(&p).unwrap();
         assert_eq!(
@@ -1269,10 +1255,7 @@ mod tests {
         );
         let pol = Policy::from_params(&p).unwrap();
         assert_eq!((pol.fusion, pol.on), (Fusion::Min, Quantity::Rate));
-        assert_eq!(
-            Policy::member_params(&crate::copa::SPEC, &p).get("delta"),
-            0.1
-        );
+        assert_eq!(crate::copa::SPEC.member_params(&p).get("delta"), 0.1);
         // A flow's request, with an expression whose commas sit inside parentheses.
         let (spec, p, _) =
             core.choose(&key(80, "polycc:fuse=max(bbr, min(cubic, 2*copa)),on=rate"));

@@ -33,6 +33,23 @@ impl AlgorithmSpec {
         ParamSet::defaults(self.name, self.params)
     }
 
+    /// Its parameters as a member of a meta-algorithm (PolyCC, `jcce-member`) whose own
+    /// parameters are `outer`: the defaults with `outer`'s `NAME.KEY` settings. A setting the
+    /// member refuses (checked when `outer` was set, so only a changed registry) is logged and
+    /// skipped.
+    pub fn member_params(&self, outer: &ParamSet) -> ParamSet {
+        let mut set = self.defaults();
+        for (k, v) in outer.texts() {
+            if let Some((m, key)) = k.split_once('.')
+                && m == self.name
+                && let Err(e) = set.set(self.params, key, v)
+            {
+                tracing::error!(member = m, error = %e, "ignoring a member parameter");
+            }
+        }
+        set
+    }
+
     /// Defaults overridden by `(key, text)` pairs.
     pub fn params_from<'a>(
         &self,

@@ -105,7 +105,7 @@ use crate::controller::{
 };
 use crate::filters::DeliveryCounter;
 use crate::mi::{MBIT, MiEngine, MiStats, Role, RttBase, Utility};
-use crate::params::{ParamSet, ParamSpec, Unit};
+use crate::params::{MEMBER_KEYS, ParamSet, ParamSpec, Unit};
 use crate::registry::AlgorithmSpec;
 use crate::vivace::{self, VivaceConfig, VivaceUtility};
 use std::collections::VecDeque;
@@ -817,7 +817,8 @@ pub const MEMBER_PARAMS: &[ParamSpec] = &[
         key: "alg",
         unit: Unit::Text,
         default: 0.0,
-        help: "the algorithm that drives the flow (a registry name, with its defaults); default cubic",
+        help: "the algorithm that drives the flow (a registry name; its parameters as ALG.KEY); \
+               default cubic",
         source: "Vivace-Distributed §7.6 (CUBIC flows share the bottleneck)",
     },
     ParamSpec {
@@ -826,6 +827,13 @@ pub const MEMBER_PARAMS: &[ParamSpec] = &[
         default: 1.0,
         help: "JCCE group id the flow's delivered throughput is published to",
         source: "Vivace-Distributed §3 and §5.1 (every cloud's receiver publishes its throughput)",
+    },
+    ParamSpec {
+        key: MEMBER_KEYS,
+        unit: Unit::Text,
+        default: 0.0,
+        help: "a parameter of the wrapped algorithm, e.g. vivace.seed=3 (checked against it)",
+        source: "this implementation (the wrapped algorithm built with its own parameters)",
     },
 ];
 
@@ -865,7 +873,7 @@ fn build_member(params: &ParamSet) -> Box<dyn Controller> {
         warn!(target: crate::MODE_LOG, error = %e, "jcce-member: running cubic");
         member_alg(DEFAULT_MEMBER_ALG).expect("cubic is registered")
     });
-    let inner = (spec.build)(&spec.defaults());
+    let inner = (spec.build)(&spec.member_params(params));
     let group = params.get("group").max(0.0) as u64;
     let link = current_source().map(|s| s.member(group));
     Box::new(JcceMemberFlow::new(inner, link))
@@ -1302,6 +1310,12 @@ mod tests {
         assert!(crate::registry::check_text("jcce-member", "alg", "cubc").is_err());
         assert!(crate::registry::check_text("jcce-member", "alg", "jcce-member").is_err());
         let cubic = crate::registry::find("cubic").unwrap();
+        // The wrapped algorithm takes its own parameters as ALG.KEY, checked against it.
+        let p = spec
+            .params_from([("alg", "cubic"), ("cubic.beta", "0.8")])
+            .unwrap();
+        assert_eq!(cubic.member_params(&p).get("beta"), 0.8);
+        assert!(spec.params_from([("cubic.betta", "0.8")]).is_err());
         let mut m = JcceMemberFlow::new(
             (cubic.build)(&cubic.defaults()),
             Some(Box::new(link.clone())),

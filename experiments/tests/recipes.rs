@@ -445,7 +445,15 @@ fn the_runs_of_a_point_differ_by_the_learners_seed_as_well_as_the_paths() {
         let e = ccp_exp::load(&p).unwrap();
         let sc = ccp_exp::backend::sim::scenario(&e.parts[0].points[0].recipe, seed, "s").unwrap();
         // The run's seed is every learner's default seed, as `ccp-agent --param` sets it.
-        for a in ["vivace", "vivace-distributed", "hercules", "bbr"] {
+        for a in [
+            "vivace",
+            "vivace-distributed",
+            "hercules",
+            "bbr",
+            "polycc.bbr",
+            "polycc.vivace",
+            "jcce-member.vivace",
+        ] {
             let want = format!("{a}.seed={seed}");
             assert!(sc.agent.params.contains(&want), "{:?}", sc.agent.params);
         }
@@ -458,5 +466,15 @@ fn the_runs_of_a_point_differ_by_the_learners_seed_as_well_as_the_paths() {
     assert_ne!(a, delivered(two, 2), "two seeds gave the same bytes");
     // A flow that sets its own seed keeps it in every run.
     let pinned = "  - {algorithm: vivace, count: 2, params: {seed: 9}}\n";
+    assert_eq!(delivered(pinned, 1), delivered(pinned, 2));
+    // The members of a PolyCC pool get it too, and keep a seed the flow sets for them.
+    let pool = "  - {algorithm: polycc, count: 2, params: {pilot: bbr, copilots: vivace}}\n";
+    assert_ne!(
+        delivered(pool, 1),
+        delivered(pool, 2),
+        "two seeds, one pool run"
+    );
+    let pinned = "  - {algorithm: polycc, count: 2, params: {pilot: bbr, copilots: vivace, \
+                  bbr.seed: 9, vivace.seed: 9}}\n";
     assert_eq!(delivered(pinned, 1), delivered(pinned, 2));
 }

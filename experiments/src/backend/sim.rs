@@ -9,6 +9,8 @@
 use super::{BackendError, RunContext, algorithm_of};
 use crate::data::{FlowData, RunData, Sample};
 use crate::recipe::{Limit, Queue, Recipe, expand_flows, requested};
+use ccp_algorithms::params::MEMBER_KEYS;
+use ccp_algorithms::registry::AlgorithmSpec;
 use ccp_sim::Scenario;
 use ccp_sim::scenario::{
     AgentCommand as SimCommand, AgentSpec, Amount, DumbbellSpec, Dur, FlowSpec as SimFlow,
@@ -95,16 +97,29 @@ fn instance_addr(r: &Recipe, k: usize) -> String {
 
 /// The run's seed as the agent-wide default of every algorithm's `seed` parameter
 /// (`ALG.seed=SEED`, as `ccp-agent --param` sets it): the algorithms' own random choices (a
-/// learner's probing order, BBR's first gain-cycle phase) then differ between the runs of a point as the path's random elements do,
-/// where before a path with none (no loss, jitter or workload) gave every run the same bytes.
-/// A flow that sets `seed` in its params keeps it; the first run with the default `seed: 1`
-/// asks for the parameter's default, 1.
+/// learner's probing order, BBR's first gain-cycle phase) then differ between the runs of a
+/// point as the path's random elements do, where before a path with none (no loss, jitter or
+/// workload) gave every run the same bytes. The members of a meta-algorithm (a PolyCC pool,
+/// `jcce-member:alg=...`) are built from its `MEMBER.KEY` settings, not the agent's, so they get
+/// it as `META.ALG.seed=SEED`. A flow that sets a seed in its params keeps it; the first run
+/// with the default `seed: 1` asks for the parameter's default, 1.
 fn learner_seeds(seed: u64) -> Vec<String> {
-    ccp_algorithms::registry::all()
+    let all = ccp_algorithms::registry::all();
+    let has = |a: &AlgorithmSpec, key: &str| a.params.iter().any(|p| p.key == key);
+    let seeded: Vec<&str> = all
         .iter()
-        .filter(|a| a.params.iter().any(|p| p.key == "seed"))
-        .map(|a| format!("{}.seed={seed}", a.name))
-        .collect()
+        .filter(|a| has(a, "seed"))
+        .map(|a| a.name)
+        .collect();
+    let mut out: Vec<String> = seeded.iter().map(|a| format!("{a}.seed={seed}")).collect();
+    for meta in all.iter().filter(|a| has(a, MEMBER_KEYS)) {
+        out.extend(
+            seeded
+                .iter()
+                .map(|a| format!("{}.{a}.seed={seed}", meta.name)),
+        );
+    }
+    out
 }
 
 /// The scenario of one run.
