@@ -241,7 +241,7 @@ fn a_simulator_scenario_given_as_a_recipe_says_so_and_how_to_run_it() {
     // The file:line:col errors stay, the hint comes last, once.
     assert!(
         list.iter()
-            .any(|e| e.starts_with("recipes/polycc/jitter.yaml:17:1: topology: unknown key")),
+            .any(|e| e.starts_with("recipes/polycc/jitter.yaml:18:1: topology: unknown key")),
         "{list:?}"
     );
     assert_eq!(
