@@ -234,6 +234,62 @@ fn every_shipped_yaml_file_loads_with_its_loader() {
 }
 
 #[test]
+fn ccp_exp_list_names_every_shipped_recipe_and_scenario_in_its_folder() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ccp-exp"))
+        .arg("list")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (recipes, scenarios) = text
+        .split_once("ccp-sim scenarios")
+        .expect("a ccp-sim scenarios section");
+    let recipes = recipes
+        .split_once("\nrecipes in ")
+        .expect("a recipes section")
+        .1;
+    // `  folder/: a.yaml, b.yaml` (the top folder's files without `folder/: `), continued on
+    // lines indented further.
+    let parse = |section: &str| -> Vec<PathBuf> {
+        let mut out = vec![];
+        let mut folder = String::new();
+        for l in section.lines().filter(|l| l.starts_with("  ")) {
+            let t = l.trim_start();
+            let items = if l.starts_with("    ") {
+                t
+            } else if let Some((d, rest)) = t.split_once("/: ") {
+                folder = d.to_string();
+                rest
+            } else {
+                folder.clear();
+                t
+            };
+            for i in items.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                out.push(Path::new("recipes").join(&folder).join(i));
+            }
+        }
+        out
+    };
+    let (recipes, scenarios) = (parse(recipes), parse(scenarios));
+    let mut files = vec![];
+    yaml_files(Path::new("recipes"), &mut files);
+    let mut runnable = 0;
+    for f in &files {
+        let kind = classify(f).unwrap();
+        runnable += usize::from(kind != Kind::Base);
+        match kind {
+            Kind::Recipe => assert!(recipes.contains(f), "{} not listed:\n{text}", f.display()),
+            Kind::Scenario => {
+                assert!(scenarios.contains(f), "{} not listed:\n{text}", f.display())
+            }
+            Kind::Base => assert!(!recipes.contains(f) && !scenarios.contains(f)),
+        }
+    }
+    // Each once, and nothing else.
+    assert_eq!(recipes.len() + scenarios.len(), runnable, "{text}");
+}
+
+#[test]
 fn a_simulator_scenario_given_as_a_recipe_says_so_and_how_to_run_it() {
     let f = Path::new("recipes/polycc/jitter.yaml");
     let errs = ccp_exp::load(f).unwrap_err();

@@ -360,22 +360,96 @@ fn list_capabilities() {
     println!("  fct         by: algorithm|class   (FCT mean and p99 by size bucket)");
     println!("  metric      metric: NAME or [NAMES], x: AXIS, series: AXIS, log_x: BOOL");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
-    let mut found = vec![];
-    for d in [dir.clone(), dir.join("examples")] {
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let p = e.path();
-                if p.extension().is_some_and(|x| x == "yaml") {
-                    found.push(p);
-                }
+    let (mut recipes, mut scenarios) = (vec![], vec![]);
+    shipped_files(&dir, &mut recipes, &mut scenarios);
+    for (title, files) in [
+        (
+            format!("recipes in {} (ccp-exp run FILE):", dir.display()),
+            recipes,
+        ),
+        (
+            "ccp-sim scenarios there (ccp-sim run FILE --out DIR):".to_string(),
+            scenarios,
+        ),
+    ] {
+        if !files.is_empty() {
+            println!("\n{title}");
+            print_grouped(&dir, files);
+        }
+    }
+}
+
+/// The shipped files under `dir`, recursively: ccp-exp recipes and ccp-sim scenarios (include
+/// bases, in `base/` folders, are neither).
+fn shipped_files(dir: &Path, recipes: &mut Vec<PathBuf>, scenarios: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for p in rd.flatten().map(|e| e.path()) {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "base") {
+                shipped_files(&p, recipes, scenarios);
+            }
+        } else if p.extension().is_some_and(|x| x == "yaml") {
+            let scenario = std::fs::read_to_string(&p)
+                .ok()
+                .and_then(|t| ccp_exp::tree::Node::parse(&p, &t).ok())
+                .is_some_and(|root| ccp_exp::recipe::sim_scenario_hint(&p, &root).is_some());
+            if scenario {
+                scenarios.push(p);
+            } else {
+                recipes.push(p);
             }
         }
     }
-    found.sort();
-    if !found.is_empty() {
-        println!("\nrecipes:");
-        for p in found {
-            println!("  {}", p.display());
+}
+
+/// `files` (under `root`) one folder a line: `folder/: a.yaml, b.yaml`, wrapped.
+fn print_grouped(root: &Path, mut files: Vec<PathBuf>) {
+    // The top folder's files first, then each folder's.
+    files.sort_by_key(|f| {
+        (
+            f.parent().map(Path::to_path_buf),
+            f.file_name().map(|n| n.to_os_string()),
+        )
+    });
+    let mut groups: Vec<(String, Vec<String>)> = vec![];
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap_or(f);
+        let folder = rel
+            .parent()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match groups.last_mut() {
+            Some((g, names)) if *g == folder => names.push(name),
+            _ => groups.push((folder, vec![name])),
         }
+    }
+    for (folder, names) in groups {
+        let mut line = if folder.is_empty() {
+            "  ".to_string()
+        } else {
+            format!("  {folder}/: ")
+        };
+        // Continuation lines are indented past the first line's two spaces.
+        let indent = " ".repeat(line.chars().count().max(4));
+        for (i, n) in names.iter().enumerate() {
+            let item = if i + 1 < names.len() {
+                format!("{n},")
+            } else {
+                n.clone()
+            };
+            if line.chars().count() + item.len() > 100 && !line.trim_end().ends_with(':') {
+                println!("{}", line.trim_end());
+                line = indent.clone();
+            }
+            line.push_str(&item);
+            line.push(' ');
+        }
+        println!("{}", line.trim_end());
     }
 }
