@@ -39,9 +39,19 @@ if ! command -v cargo >/dev/null; then
   echo "error: no Rust toolchain: install rustup (https://rustup.rs) and run 'rustup default stable'" >&2
   exit 1
 fi
-ver=$(cargo --version | awk '{print $2}')
-major=${ver%%.*}; rest=${ver#*.}; minor=${rest%%.*}
-if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
-  echo "error: cargo $ver is too old; Rust 1.85 or newer is needed (edition 2024)" >&2
+# The oldest Rust that builds the workspace: s2n-quic 0.91 (datapath/quic) declares 1.95.
+want_minor=95
+too_old() {
+  local ver major rest minor
+  ver=$(cargo --version | awk '{print $2}')
+  major=${ver%%.*}; rest=${ver#*.}; minor=${rest%%.*}
+  [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt "$want_minor" ]; }
+}
+if too_old && command -v rustup >/dev/null; then
+  echo "updating Rust: $(cargo --version) is older than 1.$want_minor"
+  rustup update stable >/dev/null && rustup default stable >/dev/null
+fi
+if too_old; then
+  echo "error: $(cargo --version) is too old; Rust 1.$want_minor or newer is needed (s2n-quic 0.91); run 'rustup update stable'" >&2
   exit 1
 fi
