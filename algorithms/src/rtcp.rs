@@ -12,7 +12,9 @@
 //!   when its size, read at its first report as `bytes_pending + bytes_in_flight + acked` (the
 //!   simulator and ccp-udp hand a sized flow to the transport at once), is at most
 //!   `urgent-threshold` (the paper's 30 KB separating threshold); it then gets `urgent-weight`,
-//!   every other flow (a long-lived one reports an unbounded backlog) gets `weight`. An operator
+//!   every other flow (a long-lived one reports an unbounded backlog) gets `weight`. (A flow
+//!   that ends before its first report is never classified; in the web-search fetching runs of
+//!   docs/results/rtcp.md every flow of at most 30 KB does.) An operator
 //!   may instead give weights per flow by rule or in the requested name
 //!   (`rtcp:weight=24000,urgent-threshold=0`).
 //! - **Counter H** (bytes, eq. 1): `H ← max(0, H + γ·Δt − acked)`: H grows at the desired rate
@@ -661,8 +663,9 @@ impl Controller for Rtcp {
 
     fn on_measurement(&mut self, m: &Measurement) -> Decision {
         let event = self.core.on_measurement(m);
-        self.classify(m);
+        // The first report's acknowledged bytes are part of the flow's size.
         self.acked_total = self.acked_total.saturating_add(m.acked_bytes);
+        self.classify(m);
         self.observe(m);
         self.apply(event);
         Decision {
@@ -956,6 +959,15 @@ mod tests {
         large.on_measurement(&report(RTT, 0, RTT, 1_000_000));
         assert!(!large.is_urgent());
         assert_eq!(large.weight(), 12_000.0);
+        // The size counts what the first report acknowledged: 14 KB pending, 10 MSS in flight
+        // and 2 MSS acknowledged is a 31.4 KB flow, above the 30 KB threshold (without the
+        // acknowledged part it read 28.5 KB, urgent); 12 KB pending makes 29.4 KB, urgent.
+        let mut edge = started(RtcpConfig::default());
+        edge.on_measurement(&report(RTT, 2 * MSS, RTT, 14_000));
+        assert!(!edge.is_urgent(), "14 KB + 12 MSS is above 30 KB");
+        let mut under = started(RtcpConfig::default());
+        under.on_measurement(&report(RTT, 2 * MSS, RTT, 12_000));
+        assert!(under.is_urgent(), "12 KB + 12 MSS is under 30 KB");
         // Long-lived flows report an unbounded backlog.
         let mut bulk = started(RtcpConfig::default());
         bulk.on_measurement(&report(RTT, 0, RTT, u64::from(u32::MAX)));
