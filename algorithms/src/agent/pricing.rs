@@ -84,7 +84,7 @@ const BYTES_PER_GBIT: f64 = 125_000_000.0;
 pub struct Prices {
     /// VBP base price P0 (the BE class).
     pub p0: f64,
-    /// VBP price per unit of weight above 1, P1 (the paper suggests 0.6·P0).
+    /// VBP price per unit of weight above 1, P1 (default 0.6·P0, the paper's suggestion).
     pub p1: f64,
     /// VBP price per Gbit/s of guaranteed rate, P2 (not given by the paper).
     pub p2: f64,
@@ -98,11 +98,14 @@ pub struct Prices {
     pub fbp_p2: f64,
 }
 
+/// P1 over P0 when a policy does not give P1 (the paper's suggestion).
+const P1_OF_P0: f64 = 0.6;
+
 impl Default for Prices {
     fn default() -> Self {
         Prices {
             p0: 1.0,
-            p1: 0.6,
+            p1: P1_OF_P0,
             p2: 0.5,
             fbp_base: 1.0,
             fbp_p0: 0.1,
@@ -314,6 +317,10 @@ impl PricingPolicy {
                         )),
                     }
                 }
+            }
+            // P1 follows P0 unless it is given (the paper's P1 = 0.6·P0).
+            if n.get("p1").is_none() {
+                p.prices.p1 = P1_OF_P0 * p.prices.p0;
             }
         }
         if let Some(n) = root.get("model") {
@@ -743,7 +750,7 @@ impl Pricing {
         }
     }
 
-    /// VBP: give every live flow of `vm` its share (θ/n, ω/n), `except` the one being created.
+    /// VBP: give every live flow of `vm` its share (θ/n, ω/n).
     fn resplit(&self, s: &mut State, vm: usize) {
         let State { vms, live, .. } = s;
         let v = &vms[vm];
@@ -1333,6 +1340,11 @@ flows:
             .unwrap_err()
             .to_string();
         assert!(e.contains("prices.p9"), "{e}");
+        // P1 defaults to 0.6·P0, and a given P1 stands.
+        let prices = |text: &str| PricingPolicy::parse("p.yaml", text).unwrap().prices;
+        assert_eq!(prices("prices: {p0: 2.0}\n").p1, 1.2);
+        assert_eq!(prices("prices: {p0: 2.0, p1: 0.3}\n").p1, 0.3);
+        assert_eq!(prices("vms: []\n").p1, 0.6);
         let (p, _) = setup(POLICY);
         // A VBP flow's class is its VM's.
         let (_, _c) = create(&p, &key("10.0.0.1", 3, 80), paccp().defaults());
