@@ -1,8 +1,8 @@
 //! How a Vivace-Distributed flow reaches JCCE, the JointCloud aggregation service, without
 //! knowing whether it runs in the simulator or in the agent.
 //!
-//! A flow holds one [`Aggregator`]: a member of a JCCE group. Once per monitor interval it
-//! publishes its delivered throughput; it reads the latest aggregate the service answered (the
+//! A flow holds one [`Aggregator`]: a member of a JCCE group. At every report it publishes its
+//! delivered throughput over the last smoothed RTT; it reads the latest aggregate the service answered (the
 //! group's mean throughput `T_avg` and member count `n`, never another member's value) and asks
 //! whether the service is reachable. Two implementations:
 //!
@@ -35,7 +35,8 @@ pub struct GroupView {
     pub mean: Option<f64>,
     /// Live members of the group, this one included.
     pub n: u32,
-    /// The MI number of this member's publication the reply answered.
+    /// The number of this member's publication the reply answered (JCCE's `mi` field: a
+    /// flow numbers its publications, one per report, not its monitor intervals).
     pub mi: u64,
     /// How long ago the reply arrived, µs.
     pub age_us: u64,
@@ -43,8 +44,9 @@ pub struct GroupView {
 
 /// One flow's membership in a JCCE group.
 pub trait Aggregator: Send {
-    /// Publish this flow's delivered throughput (bytes/s) in its MI number `mi` (strictly
-    /// increasing). Never blocks.
+    /// Publish this flow's delivered throughput (bytes/s) as its publication number `mi`
+    /// (strictly increasing; JCCE's field is named for the paper's per-MI publications). Never
+    /// blocks.
     fn publish(&mut self, mi: u64, bytes_per_s: f64);
     /// The latest reply to one of this member's publications, if any arrived.
     fn latest(&mut self) -> Option<GroupView>;

@@ -72,7 +72,8 @@ pub struct Measurement {
     pub bytes_pending: u64,
     /// The datapath's congestion window when it reported, bytes.
     pub cwnd: u64,
-    /// The datapath's pacing rate when it reported, bytes/s (0: unpaced).
+    /// The pacing rate the agent last installed for the flow, bytes/s (0: none; the datapath
+    /// does not report its rate).
     pub rate: u64,
     /// Maximum segment size of the flow, bytes.
     pub mss: u32,

@@ -46,8 +46,8 @@
 //!   1448-byte MSS, or the minimum requirement if lower), doubling every MI while the utility
 //!   rises and the rate stays below `min(b, 1.5·a)` (the engine's `slow_start_cap`); when the
 //!   utility drops it falls back to the previous MI's rate. A retransmission timeout before any
-//!   MI is scored keeps the starting rate (the engine's rule): at 10 kbit/s a halved rate would
-//!   make MIs of seconds.
+//!   MI is scored halves the rate but not below the starting rate (the engine's rule): at
+//!   10 kbit/s a rate halved below it would make MIs of seconds.
 //! - **Probing**: two pairs of MIs at `x(1 ± ε)`, `ε = 0.05`, in random order within a pair; a
 //!   decision only when both pairs agree.
 //! - **Moving**: in the decided direction, one MI per step, until the utility drops; then back to

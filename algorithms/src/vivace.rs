@@ -49,8 +49,8 @@
 //! - **Double check** of anomalous probes (`double-check`) is Vivace-Distributed's rule; it is
 //!   available here and off by default.
 //!
-//! Control mode is [`ControlMode::Rate`]: every decision sets the pacing rate and a window cap of
-//! `2·rate·srtt + 4 MSS`.
+//! Control mode is [`ControlMode::Rate`]: every decision sets the pacing rate and a window cap,
+//! the engine's (`crate::mi`, "Control": about two RTTs at the fastest rate still in flight).
 //!
 //! [`ControlMode::Rate`]: crate::controller::ControlMode::Rate
 //!

@@ -577,21 +577,14 @@ fn median(v: &VecDeque<f64>) -> f64 {
     }
 }
 
-/// The throughput an MI is scored with, bytes/s: `min(x·(1 − L_own), cap)`, `L_own` the MI's
-/// own loss fraction (not the loss filter's pooled one: pooling the loss of two probes above the
-/// capacity would credit the faster one with more delivered bytes than the slower one) and
-/// `cap` the largest delivered throughput measured over the last few MIs (what the path
-/// delivers: above it a faster probe delivers nothing more, and the noise of the measured
-/// throughput cancels between the probes).
-pub fn scored_throughput(mi: &MiStats, cap: f64) -> f64 {
-    (mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0)).min(cap)
-}
-
 /// The group's total delivered throughput an MI is scored with below a full bottleneck,
 /// bytes/s (eq. 2: `n·T_avg = S` below the capacity, `C` at it): the others' part
 /// `others_sum` plus the MI's own `x·(1 − L_own)`, capped by `cap` (the capacity as the group
-/// measures it). A lone flow's total is its own throughput, so this is [`scored_throughput`]
-/// for `n = 1`; a group at a full bottleneck scores `cap` whatever its own rate.
+/// measures it: [`lone_cap`] for a lone flow, the group's for a group). `L_own` is the MI's own
+/// loss fraction, not the loss filter's pooled one: pooling the loss of two probes above the
+/// capacity would credit the faster one with more delivered bytes than the slower one. A lone
+/// flow's total is its own throughput; a group at a full bottleneck scores `cap` whatever its
+/// own rate.
 pub fn group_throughput(others_sum: f64, mi: &MiStats, cap: f64) -> f64 {
     (others_sum + mi.rate * (1.0 - mi.raw_loss_fraction()).max(0.0)).min(cap)
 }
@@ -837,8 +830,8 @@ pub const MEMBER_PARAMS: &[ParamSpec] = &[
     },
 ];
 
-/// A flow of any algorithm counted in a JCCE group: its delivered throughput goes to JCCE
-/// once per smoothed RTT, as the paper's receivers publish theirs (§3: "the receiver computes
+/// A flow of any algorithm counted in a JCCE group: its delivered throughput over the last
+/// smoothed RTT goes to JCCE at every report, as the paper's receivers publish theirs (§3: "the receiver computes
 /// the throughput in this interval and sends it to JCCE"), so the group's `T_avg` covers every
 /// flow through the bottleneck (§5.1: `n` is the number of clouds sharing the capacity), not
 /// only the Vivace-Distributed ones. The flow's decisions are its algorithm's, unchanged.

@@ -25,7 +25,7 @@
 //!
 //! # Growth only while the window limits the flow
 //!
-//! An algorithm with the [`LIMITED_GROWTH`] parameter on (Reno, CUBIC and DCTCP, by default)
+//! An algorithm with the [`LIMITED_GROWTH`] parameter on (Reno, CUBIC, DCTCP and PACCP, by default)
 //! grows only while its window is what limits the flow, as Linux does (`tcp_is_cwnd_limited`),
 //! RFC 9438 §5.8 asks of CUBIC and RFC 7661 of TCP: a flow held back by its application, its
 //! receiver or a pacing rate (a PolyCC copilot under a rate-based pilot) would otherwise raise
