@@ -1627,9 +1627,19 @@ fn read_queue(
             );
             return None;
         }
-        (_, Queue::DropTail(Limit::Bdp(_)) | Queue::DropHead(Limit::Bdp(_)))
-            if backend != Some(Backend::Sim) =>
-        {
+        (
+            _,
+            Queue::DropTail(Limit::Bdp(_))
+            | Queue::DropHead(Limit::Bdp(_))
+            | Queue::Codel {
+                limit: Limit::Bdp(_),
+                ..
+            }
+            | Queue::Pie {
+                limit: Limit::Bdp(_),
+                ..
+            },
+        ) if backend != Some(Backend::Sim) => {
             r.err(
                 anode,
                 &afield,
@@ -2830,6 +2840,14 @@ fn check_udp(r: &mut Reader, tree: &Node) {
         ("link.rate", link.get("rate")),
         ("link.queue", link.get("queue")),
         ("link.ecn_threshold", link.get("ecn_threshold")),
+        (
+            "link.uplink.ecn_threshold",
+            link.get("uplink").and_then(|u| u.get("ecn_threshold")),
+        ),
+        (
+            "link.downlink.ecn_threshold",
+            link.get("downlink").and_then(|u| u.get("ecn_threshold")),
+        ),
         (
             "link.uplink.rate",
             link.get("uplink").and_then(|u| u.get("rate")),
