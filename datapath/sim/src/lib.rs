@@ -45,8 +45,8 @@
 //!   `slowdown_p99` (slowdown = FCT / ideal FCT, at least 1).
 //! * `flows.csv`, one row per flow: `flow,src,dst,alg,class,group,size_bytes,start_ns,end_ns,
 //!   fct_ns,ideal_fct_ns,base_rtt_ns,bytes_delivered,bytes_sent,packets_sent,retransmits,
-//!   timeouts,completed`. `size_bytes`, `fct_ns` and `ideal_fct_ns` are empty for long-lived or
-//!   unfinished flows. `group` is `flows` for listed flows, `w<i>` for generator i, `w<i>.r<k>`
+//!   timeouts,completed`. `size_bytes` and `ideal_fct_ns` are empty for long-lived flows,
+//!   `fct_ns` for those and for unfinished sized flows. `group` is `flows` for listed flows, `w<i>` for generator i, `w<i>.r<k>`
 //!   for round k of an incast generator. `fct_ns` runs from the start to the arrival of the last
 //!   byte at the receiver; `ideal_fct_ns` is what an empty network allows: the one-way
 //!   propagation delay, the flow's bytes on the wire (payload and headers) at the slowest link
@@ -70,6 +70,7 @@
 //! * `queue_series.csv`: `time_ns,queue,bytes,packets,tx_bytes,drops,marks`; occupancy at
 //!   `time_ns`, and bytes transmitted, drops (all kinds) and CE marks during the step ending
 //!   at `time_ns` (an event at exactly `time_ns` belongs to the next step).
+//! * `bill.json`, only with `agent.pricing`: the agent's bills per VM and per flow.
 //!
 //! # Module map
 //!

@@ -52,7 +52,8 @@ pub struct Size(pub u64);
 pub enum Amount {
     /// Bytes.
     Bytes(u64),
-    /// Packets of any size.
+    /// Packets of any size (a buffer or ECN threshold counts packets; RED's thresholds, which
+    /// average bytes, take a packet as MSS plus header bytes).
     Packets(u64),
     /// Bandwidth-delay products of the dumbbell's base RTT (dumbbell bottleneck only).
     Bdp(f64),
@@ -321,7 +322,7 @@ fn is_empty_str(s: &str) -> bool {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSpec {
-    /// Algorithm of flows that name none (or an unknown one).
+    /// Algorithm of flows that name none (a name the registry lacks is refused before the run).
     #[serde(default = "default_alg")]
     pub default_alg: String,
     /// Agent-wide algorithm parameters, `ALG.KEY=VALUE` (as `ccp-agent --param`).
@@ -421,8 +422,8 @@ pub struct TransportSpec {
     /// Initial congestion window, packets (the datapath's own until the agent decides).
     #[serde(default = "default_init_cwnd")]
     pub init_cwnd: u32,
-    /// The receiver acknowledges every n-th packet (1 or 2; out-of-order, CE-state changes and
-    /// the last packet are acknowledged at once).
+    /// The receiver acknowledges every n-th packet (1 to 64; 2 is delayed ACKs as TCP's;
+    /// out-of-order, CE-state changes and the last packet are acknowledged at once).
     #[serde(default = "one_u32")]
     pub ack_every: u32,
     /// Longest a receiver holds back an ACK when `ack_every` > 1.
@@ -528,7 +529,8 @@ pub struct LinkSpec {
     /// Output queue capacity (drop-tail); none means unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer: Option<Amount>,
-    /// ECN: CE-mark ECT packets that arrive while the queue holds more than this.
+    /// ECN: CE-mark ECT packets that arrive while the queue, with the arriving packet, holds
+    /// more than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn_k: Option<Amount>,
     /// Random early detection (instead of plain drop-tail below the capacity).
@@ -673,7 +675,7 @@ pub struct RateStep {
 pub struct RedSpec {
     /// Average queue below which nothing is dropped or marked.
     pub min: Amount,
-    /// Average queue above which everything is dropped (or marked).
+    /// Average queue at or above which everything is dropped (ECT packets too).
     pub max: Amount,
     /// Drop/mark probability at `max`.
     #[serde(default = "default_max_p")]

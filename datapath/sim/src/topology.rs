@@ -7,7 +7,7 @@
 //! different flows spread over all of them.
 
 use crate::error::SimError;
-use crate::scenario::{Amount, LinkSpec, TopologySpec};
+use crate::scenario::{Amount, LinkSpec, RedSpec, TopologySpec};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A directed link as the topology sees it.
@@ -82,16 +82,35 @@ impl Builder {
 
 fn no_bdp(path: &str, l: &LinkSpec) -> Result<(), SimError> {
     let uses = |a: &Option<Amount>| matches!(a, Some(Amount::Bdp(_)));
-    let red = l
-        .red
-        .as_ref()
-        .is_some_and(|r| matches!(r.min, Amount::Bdp(_)) || matches!(r.max, Amount::Bdp(_)));
-    if uses(&l.buffer) || uses(&l.ecn_k) || red {
-        return Err(SimError::Invalid(format!(
-            "{path}: sizes in bdp are only defined for a dumbbell's bottleneck"
-        )));
+    let red = |r: &Option<RedSpec>| {
+        r.as_ref()
+            .is_some_and(|r| matches!(r.min, Amount::Bdp(_)) || matches!(r.max, Amount::Bdp(_)))
+    };
+    let bad = |what: &str| {
+        Err(SimError::Invalid(format!(
+            "{path}{what}: sizes in bdp are only defined for a dumbbell's bottleneck"
+        )))
+    };
+    if uses(&l.buffer) || uses(&l.ecn_k) || red(&l.red) {
+        return bad("");
+    }
+    if let Some(r) = &l.reverse
+        && (uses(&r.buffer) || uses(&r.ecn_k) || red(&r.red))
+    {
+        return bad(".reverse");
     }
     Ok(())
+}
+
+/// A dumbbell bottleneck's RED thresholds given in BDPs, in bytes.
+fn resolve_red(red: &mut Option<RedSpec>, bdp_bytes: f64) {
+    if let Some(red) = red {
+        for a in [&mut red.min, &mut red.max] {
+            if let Amount::Bdp(x) = *a {
+                *a = Amount::Bytes((x * bdp_bytes).round() as u64);
+            }
+        }
+    }
 }
 
 fn resolve_bdp(a: &mut Option<Amount>, bdp_bytes: f64) {
@@ -132,16 +151,11 @@ impl Topology {
                 let mut bottleneck = d.bottleneck.clone();
                 resolve_bdp(&mut bottleneck.buffer, bdp);
                 resolve_bdp(&mut bottleneck.ecn_k, bdp);
-                if let Some(red) = &mut bottleneck.red {
-                    for a in [&mut red.min, &mut red.max] {
-                        if let Amount::Bdp(x) = *a {
-                            *a = Amount::Bytes((x * bdp).round() as u64);
-                        }
-                    }
-                }
+                resolve_red(&mut bottleneck.red, bdp);
                 if let Some(r) = &mut bottleneck.reverse {
                     resolve_bdp(&mut r.buffer, bdp);
                     resolve_bdp(&mut r.ecn_k, bdp);
+                    resolve_red(&mut r.red, bdp);
                 }
                 for (i, &s) in senders.iter().enumerate() {
                     let mut a = d.access.clone();
@@ -382,6 +396,56 @@ mod tests {
 
     fn link() -> LinkSpec {
         LinkSpec::new(Rate(1_000_000), Dur::us(1))
+    }
+
+    #[test]
+    fn bdp_sizes_resolve_on_a_dumbbells_bottleneck_both_ways_and_nowhere_else() {
+        use crate::scenario::{DumbbellSpec, LinkOverride};
+        let red = || RedSpec {
+            min: Amount::Bdp(0.5),
+            max: Amount::Bdp(1.0),
+            max_p: 0.1,
+            weight: 0.002,
+            ecn: true,
+        };
+        // 8 Mbit/s (1 MB/s) and 1 ms each way on the bottleneck, access links without delay:
+        // a BDP of 2,000 bytes.
+        let dumbbell = |bottleneck: LinkSpec, access: LinkSpec| {
+            Topology::build(
+                &TopologySpec::Dumbbell(DumbbellSpec {
+                    senders: 1,
+                    receivers: None,
+                    bottleneck,
+                    access,
+                    sender_delays: vec![],
+                }),
+                &mut |_| Ok(0),
+            )
+        };
+        let mut b = LinkSpec::new(Rate(1_000_000), Dur::us(1000));
+        b.reverse = Some(Box::new(LinkOverride {
+            buffer: Some(Amount::Bdp(2.0)),
+            red: Some(red()),
+            ..LinkOverride::default()
+        }));
+        let t = dumbbell(b.clone(), LinkSpec::new(Rate(1_000_000_000), Dur(0))).unwrap();
+        let back = t
+            .links
+            .iter()
+            .find(|l| l.spec.rate == b.rate && l.from > l.to)
+            .map(|l| l.spec.clone())
+            .unwrap();
+        assert_eq!(back.buffer, Some(Amount::Bytes(4000)), "{back:?}");
+        let r = back.red.unwrap();
+        assert_eq!((r.min, r.max), (Amount::Bytes(1000), Amount::Bytes(2000)));
+        // Elsewhere, reverse overrides included, BDPs are refused rather than left unlimited.
+        let mut access = LinkSpec::new(Rate(1_000_000_000), Dur(0));
+        access.reverse = Some(Box::new(LinkOverride {
+            buffer: Some(Amount::Bdp(1.0)),
+            ..LinkOverride::default()
+        }));
+        let e = dumbbell(b, access).unwrap_err().to_string();
+        assert!(e.contains("topology.access.reverse"), "{e}");
     }
 
     #[test]
