@@ -449,8 +449,10 @@ impl Background {
                 if now >= self.next_probe && !self.outbox.is_empty() {
                     sock = self.connect().await;
                     self.flush(&sock).await;
-                    self.next_probe = now + self.backoff;
+                    // The first probe went `backoff_initial` after the service became
+                    // unreachable; each next one waits twice as long as the one before.
                     self.backoff = (self.backoff * 2).min(self.cfg.backoff_max);
+                    self.next_probe = now + self.backoff;
                 }
             } else {
                 self.flush(&sock).await;

@@ -2,8 +2,8 @@
 //! receivers compute "the throughput in this interval" and send it to JCCE (seeds/000 §3), so a
 //! flow whose sender knows nothing of JCCE still counts in its group's `T_avg`. A
 //! [`ReceiverPublisher`] samples byte counters (what each flow's receiving application has
-//! read) every [`INTERVAL`] and publishes, per flow, the rate over the last [`WINDOW`] as one
-//! member of the group.
+//! read) every [`INTERVAL`] and publishes, per flow, the rate over the last [`WINDOW`] (over
+//! the flow's samples so far while it is younger than that) as one member of the group.
 
 use crate::client::{Client, Member};
 use std::collections::VecDeque;
@@ -23,7 +23,7 @@ pub const WINDOW: Duration = Duration::from_millis(40);
 /// What a publisher did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PublisherReport {
-    /// Publications made (one per flow per interval, once the flow has a window of samples).
+    /// Publications made (one per flow per interval, from the flow's second sample on).
     pub published: u64,
     /// Whether every member had a reply from JCCE by the end.
     pub answered: bool,

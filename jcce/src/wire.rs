@@ -25,7 +25,7 @@
 //! A reply entry carries nothing about any other member than `n` and the mean.
 //!
 //! Replay protection: the service accepts a (sender, seq) pair at most once, keeps a 64-wide
-//! window below the highest seq seen per sender (datagrams reordered by up to 64 still pass), and
+//! window below the highest seq seen per sender (a datagram up to 63 below the highest passes), and
 //! refuses any datagram whose time is more than the allowed clock skew away from its own clock,
 //! which bounds how long it must remember a sender. A client accepts a reply only if it echoes its
 //! own sender id and a seq it sent and has not had answered yet.

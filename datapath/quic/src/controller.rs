@@ -66,9 +66,9 @@
 //! to them (docs/results/datapaths.md: BBR never left Startup on ccp-quic).
 //!
 //! **Ticks.** libccp runs its timers (reports, `WaitRtts`, fallback detection) only on
-//! invocations, so a flow without ACKs must still be invoked. Two sources do it: every
-//! callback that is not an ACK checks whether [`FlowController::tick_us`] passed since the
-//! last invocation and ticks then, and the sending application runs a timer per flow that
+//! invocations, so a flow without ACKs must still be invoked. Two sources do it: every packet
+//! sent checks whether [`FlowController::tick_us`] passed since the last invocation and ticks
+//! then, and the sending application runs a timer per flow that
 //! calls [`FlowProbe::tick`] every half tick period (the timer cannot wake the connection: a
 //! window the tick raised is used at the connection's next send opportunity — the next ACK,
 //! pacing timer or probe timeout).
@@ -78,8 +78,9 @@
 //! sender cannot make progress). When the controller sets a pacing rate,
 //! [`CongestionController::earliest_departure_time`] spaces packets by `size / rate`: each
 //! sent packet pushes the next departure `size / rate` later than the later of the previous
-//! departure and its own send time less [`PACING_CREDIT`] (a token bucket [`PACING_CREDIT`]
-//! deep, so a late wake-up of the pacing timer does not cost rate). s2n-quic treats a departure
+//! departure and its own send time less [`PACING_CREDIT`] or two packets' time, whichever is
+//! longer (a token bucket that deep, so a late wake-up of the pacing timer does not cost
+//! rate). s2n-quic treats a departure
 //! time less than its timer granularity (1 ms) ahead as due; on the sender's precise timer
 //! ([`crate::io::PreciseIo`]) the controller hands each departure time over shifted by
 //! [`crate::io::departure_shift`], so a packet leaves at its time or at most the timer's slack
@@ -97,8 +98,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How far behind its send time a paced packet's departure slot may lie: the depth of the
-/// pacer's token bucket in time (2 ms; the udp datapath's bucket holds 1 ms at the rate, and
-/// s2n-quic's timers add up to 1 ms of lateness).
+/// pacer's token bucket in time (2 ms, or two packets' time at rates where that is longer; the
+/// udp datapath's bucket holds 1 ms at the rate, and s2n-quic's timers add up to 1 ms of
+/// lateness).
 pub const PACING_CREDIT: Duration = Duration::from_millis(2);
 
 /// Most handshake packets, in maximum datagrams, whose bytes s2n-quic may have in flight

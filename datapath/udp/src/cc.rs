@@ -82,7 +82,7 @@ pub trait FlowController: Send {
     fn cwnd(&self) -> u32;
     /// Pacing rate, bytes/s; `None`: no pacing, the window alone limits sending.
     fn pacing_rate(&self) -> Option<u64>;
-    /// Who is in control now, for logs and summaries (e.g. "agent:cubic", "fallback:reno").
+    /// Who is in control now, for logs and summaries (e.g. "ccp-agent", "fallback:reno").
     fn controller_name(&self) -> String;
     /// The flow ended.
     fn close(&mut self) {}

@@ -14,7 +14,7 @@
 //! # Fallback
 //! The agent answers every report (see the adapter in `ccp-algorithms`). When the agent cannot
 //! be reached (no socket, nobody bound to it), or it has left messages unanswered for longer than
-//! the silence timeout (a few smoothed RTTs, at least `silence_timeout`), every flow under the
+//! the silence timeout (four smoothed RTTs, at least `silence_timeout` and at most 1 s), every flow under the
 //! agent switches to [`BuiltinReno`], resuming from its current window, and the switch is
 //! logged. A message that finds a live agent's queue full for the 5-ms write timeout is dropped
 //! and counted (`send_failures`), not taken for the agent's loss: a loaded machine that starves

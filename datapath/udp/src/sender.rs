@@ -22,7 +22,8 @@
 //!   contiguous offset (SACKed).
 //! * `ecn_packets`: new ECN-CE marks the receiver counted; `ecn_bytes` = that × MSS.
 //! * `lost_pkts`: packets newly declared lost; `was_timeout` on a retransmission timeout.
-//! * `rtt_us`: the ack-delay-adjusted RTT of the largest newly acknowledged packet, 0 if none.
+//! * `rtt_us`: the ack-delay-adjusted RTT of the ACK's largest acknowledged packet if that
+//!   packet is newly acknowledged (RFC 9002 §5.1), else 0 (an ACK that only fills a hole).
 //! * with every RTT sample, the relative one-way delay of the same packet
 //!   ([`FlowController::on_ack_with_owd`]): the ACK's receive timestamp minus its echoed send
 //!   timestamp, minus the smallest such difference of the last

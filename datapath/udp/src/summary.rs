@@ -80,7 +80,8 @@ pub struct SenderSummary {
     pub rtt_p95_ms: f64,
     /// 99th percentile RTT, ms.
     pub rtt_p99_ms: f64,
-    /// RTT samples the percentiles count (None: a summary written before this was recorded).
+    /// RTT samples the sender took (None: a summary written before this was recorded); past the
+    /// percentiles' reservoir of 2^20 samples they are drawn from a uniform sample of these.
     #[serde(default)]
     pub rtt_samples: Option<u64>,
     /// Smoothed RTT at the end, ms.
