@@ -78,7 +78,7 @@ pub struct RunData {
     /// constant). Before the first entry the capacity is `capacity_bps`.
     pub capacity_steps: Vec<(f64, f64)>,
     /// The downlink's capacity (receiver to senders: reverse flows' data), bit/s, if known;
-    /// with a rate schedule, the rate before its first step.
+    /// with a rate schedule, its mean over the run.
     pub down_capacity_bps: Option<f64>,
     /// One-way propagation delay of the data path, ms, if known.
     pub owd_base_ms: Option<f64>,

@@ -1,7 +1,8 @@
 //! `ccp-exp`: the experiment runner of the congestion control plane.
 //!
-//! An experiment is a YAML recipe (data, not code): the backend (`sim`, `udp` on loopback;
-//! `emu` and `kernel` are named but not available in this build), the link in mahimahi's
+//! An experiment is a YAML recipe (data, not code): the backend (`sim`, `udp` on loopback, `emu`
+//! and `quic` on the emulator with root; `kernel` is named but not available in this build), the
+//! link in mahimahi's
 //! vocabulary, the flows (algorithm and parameters, count, start, size or duration, class,
 //! application-limited rate, deadline, minimum rate), workloads, runs and seeds, a sweep (the
 //! cartesian product over any fields), metrics and plots. The runner validates it with messages
@@ -16,7 +17,8 @@
 //! * [`recipe`]: the typed recipe of one sweep point and its validation.
 //! * [`experiment`]: includes, parts and the sweep's points.
 //! * [`results`]: the plan of runs, shards, the results directory, resume and merge.
-//! * [`backend`]: running one run ([`backend::sim`], [`backend::udp`]).
+//! * [`backend`]: running one run ([`backend::sim`], [`backend::udp`], [`backend::emu`],
+//!   [`backend::quic`]; the kernel backend says why it cannot).
 //! * [`data`]: the backend-independent run data and the records written per run.
 //! * [`metrics`], [`stats`]: metric definitions; mean, standard deviation, Student-t CI.
 //! * [`runner`]: executing a plan with progress bars.

@@ -6,7 +6,9 @@
 //!   byte counted arrives intact by the end; which side of the warm-up it falls on is decided
 //!   by when it reached the receiver, in order or not (ccp-udp's and ccp-quic's receivers
 //!   record it; other datapaths: the sender's count), so that a loss repaired across the
-//!   warm-up does not put bytes that crossed the link before it into the window after it.
+//!   warm-up does not put bytes that crossed the link before it into the window after it. A
+//!   flow with no such record (a simulator workload flow) counts as delivering at an even
+//!   pace over its life.
 //! * `utilization`: bytes the bottleneck put on the wire after the warm-up (headers and
 //!   retransmissions included) over what its capacity allows in that time (with a rate
 //!   schedule, the time-weighted capacity of that window) (simulator; the emulator reads its
@@ -40,7 +42,8 @@
 //!   (moving average over `metrics.convergence.window`) enters ±band of its fair share and stays
 //!   there to the flow's end; the fair share at time t is the capacity at t (else the run's aggregate
 //!   goodput) over the number of flows active at t. `converged_fraction`: flows that did.
-//! * `ratio:alg=A/B` (or `class=`): mean goodput per flow of group A over that of group B.
+//! * `ratio:alg=A/B` (or `class=`): the mean of group A's per-flow goodputs (each over the
+//!   flow's own life after the warm-up) over group B's.
 //! * `flows`: number of flows.
 //!
 //! Group variants carry `:alg=NAME` or `:class=NAME`. All of the above are over the forward
@@ -221,6 +224,17 @@ fn link_bytes_after(link_tx: &[(f64, u64)], warm: f64, capacity: impl Fn(f64, f6
     total
 }
 
+/// The bytes of a flow with no arrival record that count as delivered by `warm`: all of them if
+/// it ended by then, else the warm-up's share of its life.
+fn prorated_before(bytes: u64, start_s: f64, end_s: f64, warm: f64) -> u64 {
+    if end_s <= warm {
+        bytes
+    } else {
+        let share = ((warm - start_s) / (end_s - start_s)).clamp(0.0, 1.0);
+        (bytes as f64 * share).round() as u64
+    }
+}
+
 /// Per-flow rows and run-level metrics of `d`.
 pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<FlowRow>) {
     let warm = spec.warmup_us as f64 / 1e6;
@@ -242,7 +256,9 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         } else if f.has_series {
             delivered_at(samples, warm)
         } else {
-            0
+            // No record of when its bytes arrived (a simulator workload flow): delivered at an
+            // even pace over its life, so the warm-up keeps its share.
+            prorated_before(f.bytes_delivered, f.start_s, f.end_s, warm)
         };
         let delivered = f.bytes_delivered.saturating_sub(before) as f64;
         let life = f.end_s - from;
@@ -392,7 +408,10 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
         }
     }
 
-    // Per group.
+    // Per group. `per_flow_mean[(by, group)]`: the mean of the group's per-flow goodputs, bit/s
+    // (what a ratio compares: a flow that starts late or ends early is not charged for the time
+    // it did not exist, as it would be by the group's bytes over the whole window).
+    let mut per_flow_mean: BTreeMap<(&str, String), f64> = BTreeMap::new();
     let mut ratio_specs: Vec<Ratio> = spec.ratios.clone();
     for by in [GroupBy::Algorithm, GroupBy::Class] {
         let key = |f: &crate::data::FlowData| match by {
@@ -425,6 +444,10 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
                 &idx,
                 spec,
             );
+            if !idx.is_empty() {
+                let mean = idx.iter().map(|&i| per[i].goodput_bps).sum::<f64>() / idx.len() as f64;
+                per_flow_mean.insert((by.key(), g.clone()), mean);
+            }
         }
         let listed: Vec<String> = {
             let mut o: Vec<String> = vec![];
@@ -447,11 +470,7 @@ pub fn compute(d: &RunData, spec: &MetricsSpec) -> (BTreeMap<String, f64>, Vec<F
     }
     for r in &ratio_specs {
         let k = r.by.key();
-        let get = |g: &str| -> Option<f64> {
-            let total = m.get(&format!("goodput_mbps:{k}={g}"))?;
-            let n = m.get(&format!("flows:{k}={g}"))?;
-            (*n > 0.0).then(|| total / n)
-        };
+        let get = |g: &str| per_flow_mean.get(&(k, g.to_string())).copied();
         if let (Some(a), Some(b)) = (get(&r.numerator), get(&r.denominator))
             && b > 0.0
         {
@@ -844,7 +863,12 @@ mod tests {
         assert!((rows[1].goodput_mbps - 40.5).abs() < 0.1, "{rows:?}");
         assert!(m["jain"] > 0.85 && m["jain"] < 0.95, "{m:?}");
         assert_eq!(m["flows"], 2.0);
-        assert!(m.contains_key("ratio:alg=cubic/reno"), "{m:?}");
+        // The ratio compares the flows' own goodputs: the cubic flow is not charged for the 5 s
+        // before it started (the group's bytes over the whole window would give 0.25).
+        assert!(
+            (m["ratio:alg=cubic/reno"] - 40.5 / 79.75).abs() < 1e-3,
+            "{m:?}"
+        );
         // Flow 1 reaches 37.5 Mbit/s (within 25 % of 50) at 6.5 s; smoothed over 0.2 s a
         // little later.
         let c1 = rows[1].convergence_s.unwrap();
@@ -859,6 +883,37 @@ mod tests {
         assert!(m.contains_key("owd_p95_ms:alg=cubic"));
         // Neither flow measured one-way delays: no forward queueing figure at all.
         assert!(!m.keys().any(|k| k.starts_with("fwd_qdelay")), "{m:?}");
+    }
+
+    #[test]
+    fn a_flow_with_no_arrival_record_keeps_the_warm_ups_share_of_its_bytes_out() {
+        // Simulator workload flows: no series, no arrivals. Warm-up 1 s, run 2 s.
+        let d = RunData {
+            end_s: 2.0,
+            flows: vec![
+                // Ends in the warm-up: none of its bytes count.
+                FlowData {
+                    has_series: false,
+                    group: "workload".into(),
+                    ..flow("reno", 0.1, 0.5, 400_000)
+                },
+                // Straddles it: half its life, half its bytes.
+                FlowData {
+                    has_series: false,
+                    group: "workload".into(),
+                    ..flow("reno", 0.5, 1.5, 1_000_000)
+                },
+            ],
+            ..RunData::default()
+        };
+        let spec = MetricsSpec {
+            warmup_us: 1_000_000,
+            ..MetricsSpec::default()
+        };
+        let (m, rows) = compute(&d, &spec);
+        assert!((m["goodput_mbps"] - 4.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(rows[0].goodput_mbps, 0.0, "{rows:?}");
+        assert!((rows[1].goodput_mbps - 8.0).abs() < 1e-9, "{rows:?}");
     }
 
     #[test]

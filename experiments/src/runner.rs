@@ -1,5 +1,5 @@
 //! Executing a plan: the runs of a shard that are not finished yet, simulator runs in parallel
-//! (up to `--jobs`, default the number of cores), wall-clock runs (udp) one at a time afterwards
+//! (up to `--jobs`, default the number of cores), wall-clock runs (udp, emu, quic) one at a time afterwards
 //! with nothing else running, each written into a temporary directory and renamed when
 //! complete; progress bars on the terminal; the report at the end.
 
