@@ -154,7 +154,8 @@ impl Stage for Delay {
 pub struct Loss {
     rate: f64,
     rng: StdRng,
-    out: Option<(u64, Packet)>,
+    /// Survivors not yet taken: an earlier stage may hand over several in one advance.
+    out: VecDeque<(u64, Packet)>,
     stats: StageStats,
 }
 
@@ -164,7 +165,7 @@ impl Loss {
         Loss {
             rate,
             rng: StdRng::seed_from_u64(seed),
-            out: None,
+            out: VecDeque::new(),
             stats: StageStats::default(),
         }
     }
@@ -180,15 +181,15 @@ impl Stage for Loss {
         } else {
             self.stats.out_pkts += 1;
             self.stats.out_bytes += pkt.wire_size() as u64;
-            self.out = Some((now, pkt));
+            self.out.push_back((now, pkt));
         }
     }
     fn advance(&mut self, _now: u64) {}
     fn next_event(&self) -> Option<u64> {
-        self.out.as_ref().map(|(t, _)| *t)
+        self.out.front().map(|(t, _)| *t)
     }
     fn pop(&mut self, _now: u64) -> Option<(u64, Packet)> {
-        self.out.take()
+        self.out.pop_front()
     }
     fn stats(&self) -> StageStats {
         self.stats
@@ -436,6 +437,39 @@ mod tests {
         let lost = 100_000 - out.len();
         // Binomial(100000, 0.1): sd ≈ 95; allow 5 sd.
         assert!((9525..=10475).contains(&lost), "{lost}");
+    }
+
+    #[test]
+    fn loss_after_a_link_keeps_every_packet_the_link_releases_at_once() {
+        // Opportunities at 1, 2, 2, 5 and 10 ms; the pipeline is advanced only at 50 ms, so the
+        // link hands four packets to the loss stage in one advance. A loss rate too small to
+        // draw a drop must let all four through, at their own times.
+        let cfg = PathConfig {
+            link: Some(LinkConfig::trace(
+                Trace::from_ms("t", vec![1, 2, 2, 5, 10]).unwrap(),
+            )),
+            loss: 1e-12,
+            delay: DelayConfig::fixed(Duration::from_millis(20)),
+        };
+        let mut p = Pipeline::new(&cfg, 0, 1, None).unwrap();
+        let mut out = Vec::new();
+        for len in [1500, 1500, 1500, 1500] {
+            p.arrive(0, Packet::zeroed(len), &mut |t, pk: Packet| {
+                out.push((t, pk.len()))
+            });
+        }
+        p.advance(50_000, &mut |t, pk: Packet| out.push((t, pk.len())));
+        assert_eq!(
+            out,
+            vec![
+                (21_000, 1500),
+                (22_000, 1500),
+                (22_000, 1500),
+                (25_000, 1500)
+            ]
+        );
+        let s = p.stats();
+        assert_eq!((s.in_pkts, s.out_pkts, s.dropped_pkts), (4, 4, 0));
     }
 
     #[test]
