@@ -96,6 +96,10 @@ impl State {
     fn on_sample(&mut self, s: &Sample) {
         self.stats.samples += 1;
         if s.kind == KIND_RELEASE {
+            // The BPF program deleted the socket's entry when it released it, but a heartbeat
+            // written between that and this sample put it back; ids are never reused, so
+            // nothing else would remove it.
+            self.ctl.remove(s.id);
             if let Some(mut f) = self.flows.remove(&s.id) {
                 f.ctrl.close();
                 self.stats.flows_closed += 1;
