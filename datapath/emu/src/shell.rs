@@ -40,7 +40,7 @@ pub fn check_prefix(prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// A fresh interface name `PREFIX<pid hex><seq hex>` (at most 15 bytes).
+/// A fresh interface name `PREFIX<pid hex>x<seq hex>`, cut to 15 bytes.
 pub fn device_name(prefix: &str) -> String {
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let mut n = format!("{prefix}{:x}x{:x}", std::process::id(), seq);

@@ -3,7 +3,8 @@
 //! receiver crosses one shared uplink pipeline (the bottleneck: link, loss, delay); everything
 //! the receiver sends crosses the downlink pipeline and is routed to the sender it is
 //! addressed to. The hosts are isolated from the machine's own namespace, so addresses never
-//! collide with anything: the receiver is 100.127.0.1, sender i (from 1) is 100.127.1.i.
+//! collide with anything: the receiver is 100.127.0.1, sender i (from 1) is
+//! 100.127.(1 + i / 250).(i % 250), so 100.127.1.i up to sender 249.
 //!
 //! Optionally a service host ([`TestbedConfig::service`], 100.127.0.2) runs a shared control
 //! service such as JCCE. Every sender host and the receiver host reach it over a side path of

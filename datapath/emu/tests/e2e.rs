@@ -900,6 +900,16 @@ fn cli_errors_are_clear() {
         "true".as_ref(),
     ]);
     assert!(e.contains("give --sender once"), "{e}");
+    let e = run(&[
+        "testbed".as_ref(),
+        "--rate".as_ref(),
+        "10mbit".as_ref(),
+        "--downlink-rate".as_ref(),
+        "0".as_ref(),
+        "--sender".as_ref(),
+        "true".as_ref(),
+    ]);
+    assert!(e.contains("--downlink-rate must be > 0"), "{e}");
     let missing = dir.path().join("missing.trace");
     let e = run(&["check-trace".as_ref(), missing.as_os_str()]);
     assert!(e.contains("missing.trace"), "{e}");

@@ -189,9 +189,10 @@ struct LossArgs {
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
-Hosts: the receiver is 100.127.0.1, sender i is 100.127.1.i. Each command is a shell command
-(sh -c) with $CCP_EMU_RECEIVER (the receiver's address), $CCP_EMU_ADDR (its host's address),
-$CCP_EMU_HOST (receiver, sender1, ...) and $CCP_EMU_INDEX (0 for the receiver, i for sender i).
+Hosts: the receiver is 100.127.0.1, sender i is 100.127.(1 + i / 250).(i % 250): 100.127.1.i up
+to sender 249, then 100.127.2.0 and on. Each command is a shell command (sh -c) with
+$CCP_EMU_RECEIVER (the receiver's address), $CCP_EMU_ADDR (its host's address), $CCP_EMU_HOST
+(receiver, sender1, ...) and $CCP_EMU_INDEX (0 for the receiver, i for sender i).
 Give --sender once (every sender runs it) or once per sender. The testbed ends when every
 sender command has exited (or after --duration); the receiver command is then stopped.
 The bottleneck is the uplink (senders → receiver); the downlink is unconstrained unless given.
@@ -502,6 +503,9 @@ fn testbed(a: TestbedArgs) -> Result<i32> {
             log: a.log,
         })
     };
+    if a.downlink_rate == Some(0) {
+        bail!("--downlink-rate must be > 0 (leave it out for an unconstrained return path)");
+    }
     let downlink = a.downlink_rate.map(LinkConfig::rate);
     let stop = signals()?;
     let tb = Testbed::new(TestbedConfig {
