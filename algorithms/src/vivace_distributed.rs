@@ -11,7 +11,11 @@
 //! - **Utility** (eq. 1): `u = x^t + d·T_avg − b·x·dRTT/dT − c·x·L`, `t = 0.9`, `b = 1900`,
 //!   `c = 11.35`, `d = 1000`, `x` and `T_avg` in Mbit/s; the RTT gradient's noise filter
 //!   `flt_latency = 0.01` (Algorithm 1). `x^t − b·x·dRTT/dT − c·x·L` is
-//!   [`crate::vivace::VivaceUtility`] with `b = 1900`.
+//!   [`crate::vivace::VivaceUtility`] with `b = 1900`. The filter zeroes every gradient below
+//!   `flt_latency`, negative ones included, as Algorithm 1 (line 11) has it. ALGORITHMS.md's
+//!   wording (`|dRTT/dT| < flt_latency` counts as 0) would keep a draining queue's gradient below
+//!   −0.01, which makes `−b·x·dRTT/dT` a bonus growing with the rate. We follow the paper; the
+//!   tests and figures are with its rule.
 //! - **`T_avg`** (§5.1, eq. 16): the mean delivered throughput of the group's `n` live members.
 //!   At every report the flow publishes its delivered throughput over the last smoothed RTT
 //!   ([`SlidingDelivered`]) to JCCE through its [`Aggregator`]; JCCE answers with the group's
