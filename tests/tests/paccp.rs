@@ -455,8 +455,9 @@ fn a_runtime_fbp_upgrade_changes_the_share_within_a_few_rtts() {
     );
     assert_eq!(flow0["class_changes"], 2);
     assert_eq!(flow0["class"], "be");
-    // The flow paid the MRG surcharge for the 2 s it was MRG only: P0^s + P1^s + P2^s·0.7.
-    let surcharge = 0.1 + 0.6 + 0.5 * 0.7;
+    // The flow paid the MRG surcharge for the 2 s it was MRG only: P0^s + P1^s + P2^s·0.7, with
+    // the default prices (P1^s = 0.6·P0^s).
+    let surcharge = 0.1 + 0.06 + 0.5 * 0.7;
     let paid = flow0["bill"].as_f64().unwrap();
     assert!(
         (paid - 2.0 * surcharge).abs() < 0.01 * surcharge,

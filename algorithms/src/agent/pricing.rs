@@ -16,7 +16,7 @@
 //!   p2: 0.5                # VBP price per Gbit/s of guaranteed rate, P2
 //!   fbp_base: 1.0          # FBP: the BE fee of a VM, charged to the VM
 //!   fbp_p0: 0.1            # FBP: P0^s, flat fee of a DS or MRG flow
-//!   fbp_p1: 0.6            # FBP: P1^s, per unit of weight above 1
+//!   fbp_p1: 0.06           # FBP: P1^s, per unit of weight above 1 (default 0.6·P0^s)
 //!   fbp_p2: 0.5            # FBP: P2^s, per Gbit/s of guaranteed rate
 //! model: vbp               # model of VMs not listed below (vbp or fbp; default vbp)
 //! vms:                     # VMs by source address (first match wins)
@@ -59,6 +59,8 @@
 //! - FBP: the VM pays the base fee `fbp_base`; each DS or MRG flow pays
 //!   `P^s = P0^s + P1^s·(ω − 1) + P2^s·θ` while it is in that class (BE flows pay nothing
 //!   beyond the base). The VM's bill is its base plus its flows' bills.
+//! - A weight below 1 is priced as 1: `(ω − 1)` counts from 0, with no rebate for a flow that
+//!   asks for less than BE's share.
 //!
 //! Each flow's record also carries the bytes it had acknowledged (from its reports).
 //! [`Pricing::bill`] exports everything as JSON (`ccp-agent ctl bill`, and `--bill FILE` at exit).
@@ -92,14 +94,17 @@ pub struct Prices {
     pub fbp_base: f64,
     /// FBP: P0^s, flat fee of a DS or MRG flow.
     pub fbp_p0: f64,
-    /// FBP: P1^s.
+    /// FBP: P1^s (default 0.6·P0^s, the paper's suggestion for FBP as for VBP).
     pub fbp_p1: f64,
     /// FBP: P2^s.
     pub fbp_p2: f64,
 }
 
-/// P1 over P0 when a policy does not give P1 (the paper's suggestion).
+/// P1 over P0 (and P1^s over P0^s) when a policy does not give it (the paper's suggestion).
 const P1_OF_P0: f64 = 0.6;
+
+/// FBP's flat fee of a DS or MRG flow when a policy does not give it (not given by the paper).
+const FBP_P0: f64 = 0.1;
 
 impl Default for Prices {
     fn default() -> Self {
@@ -108,8 +113,8 @@ impl Default for Prices {
             p1: P1_OF_P0,
             p2: 0.5,
             fbp_base: 1.0,
-            fbp_p0: 0.1,
-            fbp_p1: 0.6,
+            fbp_p0: FBP_P0,
+            fbp_p1: P1_OF_P0 * FBP_P0,
             fbp_p2: 0.5,
         }
     }
@@ -318,9 +323,12 @@ impl PricingPolicy {
                     }
                 }
             }
-            // P1 follows P0 unless it is given (the paper's P1 = 0.6·P0).
+            // P1 follows P0 unless it is given (the paper's P1 = 0.6·P0), and P1^s follows P0^s.
             if n.get("p1").is_none() {
                 p.prices.p1 = P1_OF_P0 * p.prices.p0;
+            }
+            if n.get("fbp_p1").is_none() {
+                p.prices.fbp_p1 = P1_OF_P0 * p.prices.fbp_p0;
             }
         }
         if let Some(n) = root.get("model") {
@@ -1340,11 +1348,14 @@ flows:
             .unwrap_err()
             .to_string();
         assert!(e.contains("prices.p9"), "{e}");
-        // P1 defaults to 0.6·P0, and a given P1 stands.
+        // P1 defaults to 0.6·P0 and P1^s to 0.6·P0^s; a given one stands.
         let prices = |text: &str| PricingPolicy::parse("p.yaml", text).unwrap().prices;
         assert_eq!(prices("prices: {p0: 2.0}\n").p1, 1.2);
         assert_eq!(prices("prices: {p0: 2.0, p1: 0.3}\n").p1, 0.3);
         assert_eq!(prices("vms: []\n").p1, 0.6);
+        assert!((prices("prices: {fbp_p0: 0.5}\n").fbp_p1 - 0.3).abs() < 1e-12);
+        assert_eq!(prices("prices: {fbp_p0: 0.5, fbp_p1: 2.0}\n").fbp_p1, 2.0);
+        assert!((prices("vms: []\n").fbp_p1 - 0.06).abs() < 1e-12);
         let (p, _) = setup(POLICY);
         // A VBP flow's class is its VM's.
         let (_, _c) = create(&p, &key("10.0.0.1", 3, 80), paccp().defaults());
