@@ -284,7 +284,8 @@ impl From<WireError> for Error {
             | WireError::TooManyFields { .. }
             | WireError::ExprOutOfRange { .. }
             | WireError::TooManyReportFields(_)
-            | WireError::BadVersionMagic { .. }) => Error::Malformed(other),
+            | WireError::BadVersionMagic { .. }
+            | WireError::BadCongAlg(_)) => Error::Malformed(other),
         }
     }
 }

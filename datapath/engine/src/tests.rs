@@ -1253,6 +1253,21 @@ fn parse_to_agent_checks_lengths() {
     assert_eq!(msgs[3].0, wire::ToAgent::Close { sid: 3 });
     assert_eq!(msgs[4].0, wire::ToAgent::Version { version: 1 });
 
+    // A name field without a NUL, or not UTF-8, is refused: portus would panic on the first.
+    let name_at = wire::CREATE_LEN - wire::MAX_CONG_ALG_SIZE;
+    let mut bad = create.clone();
+    bad[name_at..].fill(b'a');
+    assert_eq!(
+        wire::parse_to_agent(&bad).unwrap_err().to_string(),
+        "CREATE's algorithm name has no terminating NUL in its 64 bytes"
+    );
+    let mut bad = create.clone();
+    bad[name_at] = 0xff;
+    assert_eq!(
+        wire::parse_to_agent(&bad).unwrap_err().to_string(),
+        "CREATE's algorithm name is not UTF-8"
+    );
+
     create.truncate(64);
     create[2] = 64;
     let e = wire::parse_to_agent(&create).unwrap_err();

@@ -356,6 +356,10 @@ pub enum WireError {
     /// Algorithm name longer than 63 bytes.
     #[error("congestion algorithm name is {0} bytes, at most 63 fit the CREATE message")]
     CongAlgTooLong(usize),
+    /// A CREATE whose 64-byte name field is not a NUL-terminated UTF-8 string (portus's parser
+    /// would panic on the first and stop on the second).
+    #[error("CREATE's algorithm name {0}")]
+    BadCongAlg(&'static str),
 }
 
 /// The common message header.
@@ -754,8 +758,15 @@ fn parse_to_agent_message(hdr: Header, msg: &[u8]) -> Result<ToAgentMsg, WireErr
                 cong_alg: String::new(),
             };
             let name: [u8; MAX_CONG_ALG_SIZE] = r.take()?;
-            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            info.cong_alg = String::from_utf8_lossy(&name[..end]).into_owned();
+            let end = name
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or(WireError::BadCongAlg(
+                    "has no terminating NUL in its 64 bytes",
+                ))?;
+            info.cong_alg = std::str::from_utf8(&name[..end])
+                .map_err(|_| WireError::BadCongAlg("is not UTF-8"))?
+                .to_string();
             Ok(ToAgentMsg::Create { sid: hdr.sid, info })
         }
         MEASURE => {
