@@ -61,7 +61,7 @@ enum SendOutcome {
 
 impl UnixIpc {
     /// Bind at `path`, creating its directory and replacing a stale socket left by a previous
-    /// agent (but never a file that is not a socket).
+    /// agent (but never a socket another process is bound to, nor a file that is not a socket).
     pub fn bind(path: &Path, counters: Arc<IpcCounters>) -> std::io::Result<UnixIpc> {
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
@@ -69,7 +69,18 @@ impl UnixIpc {
             std::fs::create_dir_all(dir)?;
         }
         match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+            Ok(m) if m.file_type().is_socket() => {
+                if UnixDatagram::unbound()?.connect(path).is_ok() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        format!(
+                            "{} is a socket another process (another agent?) is bound to; refusing to replace it",
+                            path.display()
+                        ),
+                    ));
+                }
+                std::fs::remove_file(path)?
+            }
             Ok(_) => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,

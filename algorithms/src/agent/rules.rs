@@ -426,7 +426,15 @@ pub(crate) fn parse_match(
         }
     }
     if let Some((n, p)) = take("requested") {
-        match one_or_many(doc, n, &p, "an algorithm name", |s| Ok(s.to_string())) {
+        // Flows are matched by the name they asked for without its parameters, so a name with
+        // parameters could never match.
+        let name = |s: &str| match s.split_once(':') {
+            Some((alg, _)) => Err(format!(
+                "{s:?} carries parameters; rules match the requested name alone (write {alg:?})"
+            )),
+            None => Ok(s.to_string()),
+        };
+        match one_or_many(doc, n, &p, "an algorithm name", name) {
             Ok(v) => m.requested = Some(v),
             Err(mut e) => errs.append(&mut e),
         }
@@ -524,6 +532,10 @@ rules:
         assert!(e.contains("expected a mapping with a `rules:` list"), "{e}");
         let e = err("rules:\n  - name: x\n");
         assert!(e.contains("rules[0].algorithm: missing"), "{e}");
+        // A requested name with parameters could never match: refused at load.
+        let e = err("rules:\n  - algorithm: reno\n    match: {requested: \"cubic:beta=0.8\"}\n");
+        assert!(e.contains("rules[0].match.requested:"), "{e}");
+        assert!(e.contains("write \"cubic\""), "{e}");
     }
 
     #[test]

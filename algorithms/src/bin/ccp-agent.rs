@@ -92,7 +92,7 @@ struct Cli {
     pricing: Option<PathBuf>,
 
     /// Write the bills as JSON to this file when the agent stops (with --pricing)
-    #[arg(long)]
+    #[arg(long, requires = "pricing")]
     bill: Option<PathBuf>,
 
     /// Control socket (unix stream) for run-time commands: `ccp-agent ctl --ctl PATH ...`
@@ -152,8 +152,12 @@ enum Command {
 /// Send one command line to the control socket at `path`; returns the agent's answer.
 fn ctl_send(path: &PathBuf, command: &str) -> Result<String> {
     use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(path)
-        .with_context(|| format!("cannot reach the agent's control socket {}", path.display()))?;
+    let mut s = std::os::unix::net::UnixStream::connect(path).with_context(|| {
+        format!(
+            "cannot reach the agent's control socket {} (was the agent started with --ctl {0}?)",
+            path.display()
+        )
+    })?;
     s.write_all(command.as_bytes())?;
     s.write_all(b"\n")?;
     s.shutdown(std::net::Shutdown::Write)?;
@@ -162,11 +166,28 @@ fn ctl_send(path: &PathBuf, command: &str) -> Result<String> {
     Ok(answer)
 }
 
+/// The longest control command line read (bytes).
+const CTL_LINE_MAX: u64 = 64 * 1024;
+
 /// Serve the control socket: one command line per connection, one answer (`ok ...`, `error:
 /// ...`, or JSON for `flows` and `bill`).
 fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
-    use std::io::{BufRead, BufReader, Write};
-    if path.exists() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::fs::FileTypeExt;
+    // Replace only a control socket left by an agent that died: never a live one, nor a file.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            bail!(
+                "the control socket path {} exists and is not a socket; refusing to replace it",
+                path.display()
+            );
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!(
+                "the control socket {} is in use (another agent?); refusing to replace it",
+                path.display()
+            );
+        }
         std::fs::remove_file(path).ok();
     }
     if let Some(dir) = path.parent()
@@ -180,8 +201,14 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
+            // One connection at a time: a client that never ends its line must not hold the
+            // socket, nor grow the line without bound.
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
             let mut line = String::new();
-            if BufReader::new(&conn).read_line(&mut line).is_err() {
+            if BufReader::new((&conn).take(CTL_LINE_MAX))
+                .read_line(&mut line)
+                .is_err()
+            {
                 continue;
             }
             let answer = match core.command(line.trim()) {
@@ -202,7 +229,10 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
     Ok(())
 }
 
-/// Rewrite `--ALG.KEY=V` and `--ALG.KEY V` into `--param ALG.KEY=V`.
+/// Rewrite `--ALG.KEY=V` and `--ALG.KEY V` into `--param ALG.KEY=V`. No option of the agent
+/// has a dot in its name, so every `--X.Y` is taken for a parameter: a misspelt algorithm then
+/// meets the registry's did-you-mean rather than clap's "unexpected argument". A value is never
+/// taken from the next option (`--cubic.beta --rules r.yaml` gives `cubic.beta` no value).
 fn expand_shorthand(args: Vec<String>) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut it = args.into_iter().peekable();
@@ -210,13 +240,16 @@ fn expand_shorthand(args: Vec<String>) -> Vec<String> {
         let is_param = a.strip_prefix("--").and_then(|rest| {
             let name = rest.split('=').next().unwrap_or("");
             let (alg, key) = name.split_once('.')?;
-            registry::find(alg).map(|_| (name.to_string(), key.is_empty()))
+            (!alg.is_empty()).then(|| (name.to_string(), key.is_empty()))
         });
         match is_param {
             Some((name, false)) => {
                 let value = match a.split_once('=') {
                     Some((_, v)) => v.to_string(),
-                    None => it.next().unwrap_or_default(),
+                    None => match it.peek() {
+                        Some(next) if !next.starts_with("--") => it.next().unwrap_or_default(),
+                        _ => String::new(),
+                    },
                 };
                 out.push("--param".into());
                 out.push(format!("{name}={value}"));
@@ -248,9 +281,9 @@ fn list_algorithms() {
     }
 }
 
-fn init_logs(cli: &Cli) {
+fn init_logs(cli: &Cli) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .map_err(|e| anyhow::anyhow!("--log-level {:?}: {e}", cli.log_level))?;
     // Colours only on a terminal: experiment runs send the log to a file.
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -260,6 +293,7 @@ fn init_logs(cli: &Cli) {
         LogFormat::Json => b.json().flatten_event(true).init(),
         LogFormat::Text => b.init(),
     }
+    Ok(())
 }
 
 /// The JCCE client of vivace-distributed flows (`--jcce`, `--jcce-key-file`).
@@ -346,7 +380,7 @@ fn main() -> Result<()> {
         }
         None => {}
     }
-    init_logs(&cli);
+    init_logs(&cli)?;
     let default_alg =
         registry::lookup(&cli.default_alg).map_err(|e| anyhow::anyhow!("--default-alg: {e}"))?;
     let base = parse_params(&cli.params)?;
@@ -478,6 +512,34 @@ mod tests {
                 "x"
             ])
         );
+        // A value is not taken from the next option; a misspelt algorithm reaches the registry.
+        assert_eq!(
+            expand_shorthand(v(&[
+                "a",
+                "--cubic.beta",
+                "--rules",
+                "x",
+                "--cubicc.beta",
+                "0.8"
+            ])),
+            v(&[
+                "a",
+                "--param",
+                "cubic.beta=",
+                "--rules",
+                "x",
+                "--param",
+                "cubicc.beta=0.8"
+            ])
+        );
+        let e = parse_params(&["cubicc.beta=0.8".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean \"cubic\""), "{e}");
+        let e = parse_params(&["cubic.beta=".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cubic.beta"), "{e}");
     }
 
     #[test]
