@@ -97,6 +97,39 @@ pub enum CcpError {
     },
     #[error("libccp: {0}")]
     Libccp(String),
+    #[error(
+        "the datapath socket {0} is the agent's: give the datapath a path of its own (or none)"
+    )]
+    SameAsAgent(PathBuf),
+    #[error("the datapath socket path {path} {why}; remove it or choose another path")]
+    PathTaken { path: PathBuf, why: &'static str },
+}
+
+/// Make room for a datapath socket at `path`: nothing there, or a unix socket nobody answers on
+/// (left by a process that died). A live socket or any other file is left alone and refused.
+fn clear_stale_socket(path: &Path) -> Result<(), CcpError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_socket() {
+        return Err(CcpError::PathTaken {
+            path: path.to_path_buf(),
+            why: "exists and is not a socket",
+        });
+    }
+    let probe = UnixDatagram::unbound().map_err(|source| CcpError::Bind {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if probe.connect(path).is_ok() {
+        return Err(CcpError::PathTaken {
+            path: path.to_path_buf(),
+            why: "is a socket another process is bound to",
+        });
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(())
 }
 
 /// Counters of the control plane (also in the sender's summary).
@@ -617,10 +650,13 @@ impl ControlPlane {
                 .unwrap_or(Path::new("/tmp"))
                 .join(format!("ccp-udp-{}.sock", std::process::id()))
         });
+        if local == cfg.agent_socket {
+            return Err(CcpError::SameAsAgent(local));
+        }
         if let Some(dir) = local.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let _ = std::fs::remove_file(&local);
+        clear_stale_socket(&local)?;
         let sock = UnixDatagram::bind(&local).map_err(|source| CcpError::Bind {
             path: local.clone(),
             source,
@@ -947,5 +983,37 @@ mod tests {
         );
         assert!(l.send(&[0u8; 16]).is_err());
         assert!(l.send_failed.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn the_datapath_socket_never_replaces_a_live_socket_or_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = dir.path().join("agent.sock");
+        let _live = UnixDatagram::bind(&agent).unwrap();
+        let start = |local: &Path| {
+            ControlPlane::start(CcpConfig {
+                agent_socket: agent.clone(),
+                local_socket: Some(local.to_path_buf()),
+                ..CcpConfig::default()
+            })
+        };
+        // The agent's own path (an easy slip: both programs take --socket).
+        let e = start(&agent).err().unwrap();
+        assert!(matches!(e, CcpError::SameAsAgent(_)), "{e}");
+        assert!(agent.exists());
+        // Another process's live socket, and a regular file, stay.
+        let other = dir.path().join("other.sock");
+        let _other = UnixDatagram::bind(&other).unwrap();
+        let e = start(&other).err().unwrap();
+        assert!(e.to_string().contains("another process is bound"), "{e}");
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "keep me").unwrap();
+        let e = start(&file).err().unwrap();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+        // A socket left by a process that died is taken over.
+        let stale = dir.path().join("stale.sock");
+        drop(UnixDatagram::bind(&stale).unwrap());
+        assert!(start(&stale).is_ok());
     }
 }

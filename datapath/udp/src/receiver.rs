@@ -36,6 +36,10 @@ pub const OOO_LIMIT_BYTES: usize = 256 << 20;
 pub const MAX_FLOWS: usize = 4096;
 /// How long a finished flow is remembered to answer retransmitted FINs.
 pub const FINISHED_KEEP: Duration = Duration::from_secs(60);
+/// An unfinished flow with no packet for this long is given up (its sender stopped without a
+/// FIN: it crashed, or aborted with another flow of its run); its buffers are freed and its
+/// summary kept, as a finished flow's. Senders give up after 10 s without an ACK.
+pub const ABANDONED_AFTER: Duration = Duration::from_secs(60);
 /// After `expect_flows` finished: leave when no datagram came for this long...
 const LINGER_QUIET: Duration = Duration::from_millis(300);
 /// ...or after this long at most.
@@ -294,6 +298,21 @@ impl RecvFlow {
             t_s: now.saturating_sub(self.hello_us) as f64 / 1e6,
             bytes: self.next_offset + self.ooo_bytes as u64,
         });
+    }
+
+    /// Whether the flow may be forgotten at `now`: finished more than [`FINISHED_KEEP`] ago,
+    /// or unfinished and silent for [`ABANDONED_AFTER`].
+    fn forgettable(&self, now: u64) -> bool {
+        match self.done_us {
+            Some(d) => now.saturating_sub(d) > FINISHED_KEEP.as_micros() as u64,
+            None => {
+                let last = self
+                    .hello_us
+                    .max(self.largest_rx_us)
+                    .max(self.last_progress_us);
+                now.saturating_sub(last) > ABANDONED_AFTER.as_micros() as u64
+            }
+        }
     }
 
     fn complete(&self) -> bool {
@@ -767,17 +786,23 @@ impl Receiver {
     }
 
     fn forget_old_flows(&mut self, now: u64) {
-        let keep = FINISHED_KEEP.as_micros() as u64;
         let old: Vec<u32> = self
             .flows
             .iter()
-            .filter(|(_, f)| f.done_us.is_some_and(|d| now.saturating_sub(d) > keep))
+            .filter(|(_, f)| f.forgettable(now))
             .map(|(id, _)| *id)
             .collect();
+        let ignored = self.ignored.total();
         for id in old {
-            if let Some(f) = self.flows.remove(&id)
-                && let Some(s) = f.summary
-            {
+            if let Some(f) = self.flows.remove(&id) {
+                if f.done_us.is_none() {
+                    tracing::warn!(
+                        flow = f.index,
+                        bytes = f.next_offset,
+                        "giving up a flow whose sender went silent before its FIN"
+                    );
+                }
+                let s = f.summary.clone().unwrap_or_else(|| f.summary(ignored));
                 self.done_summaries.insert(id, s);
             }
         }
@@ -825,6 +850,30 @@ mod tests {
             ts: 0,
         };
         (h, pattern::stream_hash(flow, total).to_be_bytes().to_vec())
+    }
+
+    #[test]
+    fn silent_unfinished_flows_are_given_up_and_finished_ones_kept_a_while() {
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let abandon = ABANDONED_AFTER.as_micros() as u64;
+        let keep = FINISHED_KEEP.as_micros() as u64;
+        // A sender that stopped after two packets, at 1 s: its flow stays while it may resume.
+        let mut f = RecvFlow::new(0, 9, peer, 1000);
+        for pn in 0..2 {
+            let (h, p) = data(9, pn, pn * 1000, 1000);
+            assert!(f.on_data(&h, &p, false, 1_000_000));
+        }
+        assert!(!f.forgettable(1_000_000 + abandon));
+        assert!(f.forgettable(1_000_001 + abandon));
+        // A finished flow is kept FINISHED_KEEP after its FIN, however long it ran before it.
+        let mut g = RecvFlow::new(1, 10, peer, 1000);
+        let (h, p) = data(10, 0, 0, 1000);
+        assert!(g.on_data(&h, &p, false, 0));
+        let (h, p) = fin(10, 1, 1000);
+        assert!(g.on_data(&h, &p, false, 5 * abandon));
+        assert!(g.complete());
+        assert!(!g.forgettable(5 * abandon + keep));
+        assert!(g.forgettable(5 * abandon + keep + 1));
     }
 
     #[test]

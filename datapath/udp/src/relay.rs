@@ -104,6 +104,10 @@ pub struct RelayStats {
     pub to_client: DirectionStats,
     /// Client addresses seen.
     pub clients: u64,
+    /// Datagrams dropped because they came from a new client beyond the relay's 1024 (every
+    /// sender flow is a client of its own: restart the relay for more flows).
+    #[serde(default)]
+    pub refused_client_datagrams: u64,
 }
 
 struct Queued {
@@ -265,6 +269,7 @@ pub fn run_relay(
     let mut up = Shaper::new(cfg, cfg.seed);
     let mut down = Shaper::new(cfg, cfg.seed ^ 0x5DEE_CE66_D1CE_4E5B);
     let mut clients: Vec<Client> = Vec::new();
+    let mut refused = 0u64;
     let mut by_addr: HashMap<SocketAddr, usize> = HashMap::new();
     let mut buf = vec![0u8; 65_536];
     let mut fds = Vec::new();
@@ -322,6 +327,10 @@ pub fn run_relay(
                             Some(&i) => i,
                             None => {
                                 if clients.len() >= MAX_CLIENTS {
+                                    if refused == 0 {
+                                        tracing::warn!(%from, "relay full: {MAX_CLIENTS} clients already; dropping datagrams of new clients (restart the relay for more flows)");
+                                    }
+                                    refused += 1;
                                     continue;
                                 }
                                 let sock = UdpSocket::bind(SocketAddr::new(up_bind, 0))
@@ -365,6 +374,7 @@ pub fn run_relay(
         to_upstream: up.stats,
         to_client: down.stats,
         clients: clients.len() as u64,
+        refused_client_datagrams: refused,
     })
 }
 

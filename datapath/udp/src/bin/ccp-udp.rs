@@ -153,10 +153,10 @@ fn print_receiver(r: &ReceiverSummary) {
         r.flow,
         r.bytes as f64 / 1e6,
         r.goodput_mbps,
-        if r.intact {
-            "intact (hash matches)"
-        } else {
-            "CORRUPT (hash or length mismatch)"
+        match (r.intact, r.completed) {
+            (true, _) => "intact (hash matches)",
+            (false, true) => "CORRUPT (hash or length mismatch)",
+            (false, false) => "INCOMPLETE (no FIN, or a hole before it: the sender stopped early)",
         },
         r.longest_stall_ms,
         r.duplicates,
@@ -228,8 +228,11 @@ fn recv(a: RecvArgs) -> Result<()> {
     if let Some(path) = &a.json {
         write_json(path, &serde_json::json!({ "flows": summaries }))?;
     }
-    if summaries.iter().any(|r| !r.intact) {
+    if summaries.iter().any(|r| r.completed && !r.intact) {
         bail!("at least one flow arrived corrupt");
+    }
+    if summaries.iter().any(|r| !r.completed) {
+        bail!("at least one flow did not complete");
     }
     Ok(())
 }
