@@ -114,8 +114,8 @@
 //! exchange of a flow that starts during others' start-up may be lost whole, and a flow whose
 //! initial rate is a few packets per second, such as Hercules's at a requirement of 10 kbit/s,
 //! would otherwise halve to MIs of seconds each), and a new probing round starts around the base rate with `τ` and `k`
-//! reset. [`MiEngine::calibrate`] (PolyCC) adopts a fused rate (a fused window becomes a rate over
-//! the smoothed RTT): the MIs in flight are discarded and the current state restarts around it
+//! reset. [`MiEngine::calibrate`] (PolyCC) adopts a fused rate (a fused window becomes the rate
+//! whose window cap it is): the MIs in flight are discarded and the current state restarts around it
 //! (slow start doubles on from it; otherwise a new probing round); calibrating to the current rate
 //! changes nothing.
 //!
@@ -1244,12 +1244,19 @@ impl<U: Utility> MiEngine<U> {
         Some((self.base * rtt / 1e6).clamp(self.mss, u32::MAX as f64) as u32)
     }
 
-    /// Adopt a fused rate (or window over the smoothed RTT) as if the learner had chosen it.
+    /// Adopt a fused rate, or the rate whose window cap ([`MiEngine::cwnd`]) is a fused window,
+    /// as if the learner had chosen it. (Taking a window `w` for the rate `w/srtt` made a
+    /// learner calibrated to its own cap, about twice its rate's window, double its rate at
+    /// every fusion.)
     pub fn calibrate(&mut self, fused: Fused) {
         let target = match fused {
             Fused::Rate(r) => r as f64,
             Fused::Cwnd(w) => match self.rtt.srtt_us {
-                Some(rtt) if rtt > 0.0 => f64::from(w) * 1e6 / rtt,
+                Some(srtt) if srtt > 0.0 => {
+                    let rtt = srtt.max(self.rtt.latest_us.unwrap_or(0.0));
+                    let room = f64::from(w) - CWND_EXTRA_PACKETS * self.mss;
+                    room.max(0.0) * 1e6 / (CWND_RTTS * rtt)
+                }
                 _ => return,
             },
         };
@@ -2914,9 +2921,11 @@ mod tests {
         assert_eq!(l.0.base_rate(), 8e6);
         assert!([8.4e6, 7.6e6].contains(&l.0.rate()), "{}", l.0.rate());
         assert_eq!(l.0.state(), State::Probing);
-        // A window becomes a rate over the smoothed RTT (20 ms): 200 kB -> 10 MB/s.
+        // A window becomes the rate whose cap it is, two RTTs (20 ms) plus four packets:
+        // 200 kB -> (200 kB - 4 MSS) / 40 ms.
         l.0.calibrate(Fused::Cwnd(200_000));
-        assert!((l.0.base_rate() - 10e6).abs() < 1.0);
+        let want = (200_000.0 - 4.0 * 1448.0) / 0.040;
+        assert!((l.0.base_rate() - want).abs() < 1.0, "{}", l.0.base_rate());
         // In slow start, doubling goes on from the fused rate; before any RTT a window is
         // ignored.
         let mut path = FluidPath::ideal(RTT);

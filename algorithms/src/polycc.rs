@@ -201,8 +201,8 @@ impl Expr {
         }
     }
 
-    /// Evaluate with `value(name)`; `None` if a name has no value or the result is not a finite,
-    /// non-negative number.
+    /// Evaluate with `value(name)`; `None` if a name has no value or the result is not finite
+    /// (a negative result is refused later, by the fusion).
     pub fn eval(&self, value: &dyn Fn(&str) -> Option<f64>) -> Option<f64> {
         let v = match self {
             Expr::Num(x) => *x,
@@ -316,7 +316,33 @@ impl Parser<'_> {
                 {
                     self.i += 1;
                 }
-                let name = String::from_utf8_lossy(&self.s[from..self.i]).to_string();
+                let mut name = String::from_utf8_lossy(&self.s[from..self.i]).to_string();
+                // A hyphen joins the next word when the two make an algorithm's name
+                // (`vivace-distributed`); otherwise it is a minus (`cubic-bbr`).
+                while self.s.get(self.i) == Some(&b'-')
+                    && self
+                        .s
+                        .get(self.i + 1)
+                        .is_some_and(|c| c.is_ascii_alphabetic())
+                {
+                    let mut end = self.i + 1;
+                    while self
+                        .s
+                        .get(end)
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                    {
+                        end += 1;
+                    }
+                    let joined = String::from_utf8_lossy(&self.s[from..end]).to_string();
+                    if !registry::all()
+                        .iter()
+                        .any(|a| a.name.starts_with(joined.as_str()))
+                    {
+                        break;
+                    }
+                    name = joined;
+                    self.i = end;
+                }
                 if self.peek() != Some(b'(') {
                     return Ok(Expr::Var(name));
                 }
@@ -1015,6 +1041,21 @@ mod tests {
             Expr::parse("max(bbr, cubic) + copa").unwrap().names(),
             ["bbr", "cubic", "copa"]
         );
+        // Hyphenated algorithm names are names; other hyphens are minus signs.
+        assert_eq!(
+            Expr::parse("max(vivace-distributed, cubic-bbr)")
+                .unwrap()
+                .names(),
+            ["vivace-distributed", "cubic", "bbr"]
+        );
+        let e = Expr::parse("vivace-distributed - cubic").unwrap();
+        assert_eq!(e.names(), ["vivace-distributed", "cubic"]);
+        let value = |n: &str| match n {
+            "vivace-distributed" => Some(5.0),
+            "cubic" => Some(2.0),
+            _ => None,
+        };
+        assert_eq!(e.eval(&value), Some(3.0));
     }
 
     #[test]
