@@ -43,8 +43,10 @@
 //! # States (§III-C; the engine's slow start, probing and moving state)
 //!
 //! - **Slow start** from `min(init-cwnd·MSS/init-rtt, a)` (IW10 over 100 ms, 1.16 Mbit/s with a
-//!   1448-byte MSS, or the minimum requirement if lower), doubling every MI while the utility
-//!   rises and the rate stays below `min(b, 1.5·a)` (the engine's `slow_start_cap`); when the
+//!   1448-byte MSS, or the minimum requirement if lower; ALGORITHMS.md's start, where the
+//!   paper's text starts from the lower of a predefined 5 kbit/s and `a`, §III-C), doubling
+//!   every MI while the utility rises and the rate stays below `min(b, 1.5·a)` (the engine's
+//!   `slow_start_cap`; 1.5 as ALGORITHMS.md, whatever `max-ratio` is); when the
 //!   utility drops it falls back to the previous MI's rate. A retransmission timeout before any
 //!   MI is scored halves the rate but not below the starting rate (the engine's rule): at
 //!   10 kbit/s a rate halved below it would make MIs of seconds.
@@ -76,8 +78,8 @@
 //! `round-loss-test=true` makes the loss noise filter compare all `+` probes of a probing round
 //! against all its `−` probes instead of each pair's ([`LossTest::Round`]): twice the packets, so
 //! a loss the `+` probes cause stands out of the noise sooner. Off by default: against bbr it
-//! moves Fig. 12's ratio from 2.14 to 1.79, not into the paper's band
-//! (docs/results/hercules.md).
+//! moves Fig. 12's ratio from 0.75 to 0.65, further from the paper's band (with the BBR of
+//! before its ProbeRTT fix, from 1.12 to 1.79; docs/results/hercules.md).
 
 use crate::controller::{Controller, Decision, FlowStart, Fused};
 use crate::mi::{
@@ -105,7 +107,7 @@ pub const PARAMS: &[ParamSpec] = &[
         key: "max",
         unit: Unit::Rate,
         default: 0.0,
-        help: "maximum requirement b of the flow (0: max-ratio * min; capped at max-ratio * min)",
+        help: "maximum requirement b of the flow (0, or any value at or below min: max-ratio * min; capped at max-ratio * min)",
         source: "Hercules §II-B; the cap: ALGORITHMS.md (b capped at 1.5 a)",
     },
     ParamSpec {
@@ -239,7 +241,7 @@ pub const PARAMS: &[ParamSpec] = &[
         unit: Unit::Rate,
         default: 625.0,
         help: "minimum sending rate",
-        source: "Hercules §III-C (5 kbit/s); ALGORITHMS.md",
+        source: "ALGORITHMS.md; 5 kbit/s is the paper's predefined initial rate (§III-C)",
     },
     ParamSpec {
         key: "mi-floor",
