@@ -182,8 +182,13 @@ pub struct Paccp {
     cwnd: u64,
     /// Slow-start threshold, bytes.
     ssthresh: u64,
-    /// Bytes acknowledged in congestion avoidance since the last additive increase (< cwnd).
+    /// Bytes acknowledged in congestion avoidance since the last additive increase.
     ca_acked: u64,
+    /// The window the current additive epoch started with: the epoch ends when that many bytes
+    /// are acknowledged (0: not started; the next report takes the window it finds). Under CD1
+    /// the window also grows by `m·acked` within the epoch, so the live window would recede
+    /// before the counter at every ACK, and per-ACK reports would never earn `a`.
+    ca_window: u64,
 }
 
 impl Paccp {
@@ -195,6 +200,7 @@ impl Paccp {
             cwnd: 0,
             ssthresh: 0,
             ca_acked: 0,
+            ca_window: 0,
         };
         p.reset();
         p
@@ -275,6 +281,7 @@ impl Paccp {
                 let used = ((room as f64 / per_byte).ceil() as u64).min(acked);
                 self.cwnd = w_min;
                 self.ca_acked = 0;
+                self.ca_window = 0;
                 acked -= used;
             } else {
                 self.additive(acked, add);
@@ -290,13 +297,27 @@ impl Paccp {
 
     /// `add` bytes for every window's worth of `acked` bytes, the fraction carried over in a
     /// byte counter (Reno's congestion avoidance; the counter uses the window the epoch
-    /// started with).
+    /// started with, [`Paccp::ca_window`]).
     fn additive(&mut self, acked: u64, add: f64) {
         let add = (add as u64).max(1);
+        if self.ca_window == 0 {
+            self.ca_window = self.cwnd.max(1);
+        }
         self.ca_acked = self.ca_acked.saturating_add(acked);
-        while self.ca_acked >= self.cwnd && self.cwnd < MAX_CWND {
-            self.ca_acked -= self.cwnd;
+        loop {
+            let epoch = if self.ca_window == 0 {
+                self.cwnd.max(1)
+            } else {
+                self.ca_window
+            };
+            if self.ca_acked < epoch || self.cwnd >= MAX_CWND {
+                break;
+            }
+            self.ca_acked -= epoch;
             self.cwnd = (self.cwnd + add).min(MAX_CWND);
+            // The next epoch starts with the window the next report finds: within this one
+            // CD1 still adds m·acked after this.
+            self.ca_window = 0;
         }
     }
 }
@@ -313,6 +334,7 @@ impl WindowAlgorithm for Paccp {
         self.cwnd = self.core.window_bytes(self.cfg.init_cwnd_pkts).max(floor);
         self.ssthresh = MAX_CWND;
         self.ca_acked = 0;
+        self.ca_window = 0;
     }
 
     fn on_timeout(&mut self, repeated: bool) {
@@ -321,12 +343,14 @@ impl WindowAlgorithm for Paccp {
         }
         self.cwnd = self.core.loss_window();
         self.ca_acked = 0;
+        self.ca_window = 0;
     }
 
     fn on_loss(&mut self) {
         self.ssthresh = self.reduced();
         self.cwnd = self.ssthresh;
         self.ca_acked = 0;
+        self.ca_window = 0;
     }
 
     fn grow(&mut self, acked: u64) {
@@ -352,6 +376,7 @@ impl WindowAlgorithm for Paccp {
     fn adopt(&mut self, w: u64) {
         let floor = self.floor();
         window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
+        self.ca_window = 0;
     }
 
     fn threshold(&self) -> Option<u64> {
@@ -628,6 +653,28 @@ mod tests {
         p.on_measurement(&report(3 * RTT, 0, 0, RTT));
         assert!(!p.in_slow_start());
         p
+    }
+
+    #[test]
+    fn cd1_grows_the_same_on_per_ack_reports_as_on_one_per_rtt() {
+        // CD1 over one epoch of W = 20 packets: 2W + 3 packets (eq. 18 at r_cos = 3, ω = 1),
+        // whether the epoch's bytes come in one report or one MSS per report.
+        let theta = (100 * MSS) as f64 / (RTT as f64 / 1e6);
+        let mut one = in_ca(cfg(theta, 1.0), 20);
+        let mut each = in_ca(cfg(theta, 1.0), 20);
+        let w = u64::from(one.cwnd());
+        one.on_measurement(&report(4 * RTT, w, 0, RTT));
+        for i in 0..w / MSS {
+            each.on_measurement(&report(3 * RTT + (i + 1) * RTT * MSS / w, MSS, 0, RTT));
+        }
+        let want = 2 * w + 3 * MSS;
+        for (how, p) in [("one report", &one), ("per ACK", &each)] {
+            assert!(
+                u64::from(p.cwnd()).abs_diff(want) <= 2,
+                "{how}: {} vs {want}",
+                p.cwnd()
+            );
+        }
     }
 
     #[test]
