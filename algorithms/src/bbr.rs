@@ -39,7 +39,7 @@
 //!
 //! **State machine** (the draft's), checked on every report:
 //! - *Startup*: `pacing_gain = startup-gain` (2/ln 2 ≈ 2.885), `cwnd_gain = startup-cwnd-gain` (2,
-//!   as the project brief and later BBR drafts; draft-00 uses 2.885). At each round start of a
+//!   a project choice as in later BBR drafts; draft-00 and Linux's BBR v1 use 2.885). At each round start of a
 //!   non-application-limited report, if `BtlBw` grew by less than `full-bw-growth` (25 %) over the
 //!   largest value seen, a counter increments; after `full-bw-rounds` (3) such rounds the pipe is
 //!   full → *Drain*.
@@ -143,7 +143,7 @@ pub const PARAMS: &[ParamSpec] = &[
         unit: Unit::Number,
         default: 2.0,
         help: "cwnd gain in Startup and Drain",
-        source: "project brief, as BBR v2 (draft-cardwell-iccrg-bbr-congestion-control-01); draft-00 uses 2/ln2",
+        source: "project choice, as BBR v2 (draft-cardwell-iccrg-bbr-congestion-control-01); draft-00 and Linux v1 use 2/ln2",
     },
     ParamSpec {
         key: "probe-bw-cwnd-gain",
