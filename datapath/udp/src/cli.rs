@@ -38,11 +38,11 @@ pub struct LogArgs {
 }
 
 impl LogArgs {
-    /// Installs the global tracing subscriber, writing to stderr; an invalid filter falls back
-    /// to `info`.
-    pub fn init(&self) {
+    /// Installs the global tracing subscriber, writing to stderr; an invalid filter is an
+    /// error (a mistyped filter would otherwise log what the user did not ask for).
+    pub fn init(&self) -> Result<()> {
         let filter = tracing_subscriber::EnvFilter::try_new(&self.log_level)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+            .with_context(|| format!("--log-level {:?}", self.log_level))?;
         let b = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
@@ -52,6 +52,7 @@ impl LogArgs {
             LogFormat::Json => b.json().flatten_event(true).init(),
             LogFormat::Text => b.init(),
         }
+        Ok(())
     }
 }
 
@@ -72,10 +73,10 @@ pub struct FlowArgs {
     #[arg(long, default_value = "")]
     pub alg: String,
     /// A flow of its own, repeatable: alg=NAME[:k=v;k=v],bytes=SIZE|time=DUR[,start=DUR][,cap=RATE]
-    /// e.g. --flow alg=cubic:beta=0.8,bytes=50M (replaces --flows/--bytes/--time)
+    /// e.g. --flow alg=cubic:beta=0.8,bytes=50M (instead of --flows/--bytes/--time/--alg)
     // The text is `--help`'s, where brackets mean optional parts; rustdoc would read them as links.
     #[allow(rustdoc::broken_intra_doc_links)]
-    #[arg(long = "flow", value_name = "SPEC")]
+    #[arg(long = "flow", value_name = "SPEC", conflicts_with_all = ["bytes", "time", "flows", "alg"])]
     pub flow_specs: Vec<String>,
 }
 
@@ -124,6 +125,9 @@ pub fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
         match k.trim() {
             // Parameters inside alg= are separated by ';' (',' separates the fields here).
             "alg" => f.algorithm = v.trim().replace(';', ","),
+            "bytes" | "time" if amount.is_some() => {
+                bail!("--flow {spec:?}: give bytes= or time=, once")
+            }
             "bytes" => amount = Some(Amount::Bytes(ccp_units::parse_bytes(v).map_err(bad)?)),
             "time" => amount = Some(Amount::Duration(ccp_units::parse_duration(v).map_err(bad)?)),
             "start" => f.start_after = ccp_units::parse_duration(v).map_err(bad)?,
@@ -279,6 +283,8 @@ mod tests {
             "an amount is required"
         );
         assert!(parse_flow_spec("alg=cubic,bytes=1M,color=red").is_err());
+        let e = parse_flow_spec("bytes=1M,time=2s").unwrap_err().to_string();
+        assert!(e.contains("give bytes= or time=, once"), "{e}");
         // A request longer than libccp's 63 bytes is refused, not cut short.
         let long =
             "alg=timely:t-low=22ms;t-high=35ms;min-rtt=0us;delta=1mbit;init-rate=10mbit,time=1s";

@@ -274,7 +274,7 @@ fn recv(a: RecvArgs) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    cli.log.init();
+    cli.log.init()?;
     match cli.command {
         Command::Send(a) => send(*a),
         Command::Recv(a) => recv(a),

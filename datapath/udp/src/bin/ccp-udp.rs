@@ -266,7 +266,7 @@ fn relay(a: RelayArgs) -> Result<()> {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    cli.log.init();
+    cli.log.init()?;
     match cli.command {
         Command::Send(a) => send(*a),
         Command::Recv(a) => recv(a),
