@@ -3,8 +3,10 @@
 //! It installs the shared measurement program, decodes each report into a
 //! [`Measurement`](crate::controller::Measurement),
 //! hands it to the controller and installs the [`Decision`] with one `update_field` message.
-//! Every report is answered (with the current window if the controller changed nothing), so a
-//! datapath can take the agent's silence for its absence.
+//! Every report that decodes is answered (with the current window if the controller changed
+//! nothing), so a datapath can take the agent's silence for its absence; one that does not (a
+//! datapath running another program) is counted, warned about once per flow, and left
+//! unanswered.
 //! It also keeps the report period at one smoothed RTT when the controller asks for per-RTT
 //! reports. This is the only place that knows portus's `Datapath` and `Report` types.
 
@@ -68,6 +70,8 @@ pub struct ControlledFlow<I: Ipc> {
     srtt_us: f64,
     /// The pacing rate last installed, bytes/s.
     rate: u64,
+    /// A report this flow could not decode was logged (once per flow; all are counted).
+    warned_bad_report: bool,
 }
 
 impl<I: Ipc> ControlledFlow<I> {
@@ -111,6 +115,7 @@ impl<I: Ipc> ControlledFlow<I> {
             period_sent_us: period_us,
             srtt_us: 0.0,
             rate: d.rate.unwrap_or(0),
+            warned_bad_report: false,
         }
     }
 
@@ -192,7 +197,12 @@ impl<I: Ipc> portus::Flow for ControlledFlow<I> {
             Ok(m) => m,
             Err(e) => {
                 self.counters.bad_reports.fetch_add(1, Ordering::Relaxed);
-                debug!(sid = sock_id, error = %e, "dropping report");
+                if self.warned_bad_report {
+                    debug!(sid = sock_id, error = %e, "dropping report");
+                } else {
+                    self.warned_bad_report = true;
+                    warn!(sid = sock_id, error = %e, "dropping a report that does not decode (further ones of this flow are counted in bad_reports, logged at debug)");
+                }
                 return;
             }
         };
