@@ -38,11 +38,11 @@
 //!   the initial window while `RTprop` is unknown.
 //!
 //! **State machine** (the draft's), checked on every report:
-//! - *Startup*: `pacing_gain = startup-gain` (2/ln 2 ≈ 2.885), `cwnd_gain = startup-cwnd-gain` (2,
-//!   a project choice as in later BBR drafts; draft-00 and Linux's BBR v1 use 2.885). At each round start of a
-//!   non-application-limited report, if `BtlBw` grew by less than `full-bw-growth` (25 %) over the
-//!   largest value seen, a counter increments; after `full-bw-rounds` (3) such rounds the pipe is
-//!   full → *Drain*.
+//! - *Startup*: `pacing_gain = startup-gain` (2/ln 2 ≈ 2.885), `cwnd_gain = startup-cwnd-gain`
+//!   (2, a project choice as in later BBR drafts; draft-00 and Linux's BBR v1 use 2.885). At each
+//!   round start of a non-application-limited report, if `BtlBw` grew by less than
+//!   `full-bw-growth` (25 %) over the largest value seen, a counter increments; after
+//!   `full-bw-rounds` (3) such rounds the pipe is full → *Drain*.
 //! - *Drain*: `pacing_gain = 1/startup-gain`, `cwnd_gain = startup-cwnd-gain`, until the bytes in
 //!   flight fall to `inflight(1)` → *ProbeBW*.
 //! - *ProbeBW*: `cwnd_gain = probe-bw-cwnd-gain` (2); `pacing_gain` cycles through

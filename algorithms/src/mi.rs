@@ -108,16 +108,16 @@
 //! # Timeouts and calibration
 //!
 //! A report with a retransmission timeout discards every MI in flight (their statistics mix the
-//! timeout's retransmissions): slow start ends at the last rate whose utility rose, or, if no
-//! MI was scored yet, at half the current rate but not below the rate slow start began from (a
-//! flow that has learned nothing goes back to its initial rate rather than below it: the first
+//! timeout's retransmissions): slow start ends at the last rate whose utility rose, or, if no MI
+//! was scored yet, at half the current rate but not below the rate slow start began from (a flow
+//! that has learned nothing goes back to its initial rate rather than below it: the first
 //! exchange of a flow that starts during others' start-up may be lost whole, and a flow whose
 //! initial rate is a few packets per second, such as Hercules's at a requirement of 10 kbit/s,
-//! would otherwise halve to MIs of seconds each), and a new probing round starts around the base rate with `τ` and `k`
-//! reset. [`MiEngine::calibrate`] (PolyCC) adopts a fused rate (a fused window becomes the rate
-//! whose window cap it is): the MIs in flight are discarded and the current state restarts around it
-//! (slow start doubles on from it; otherwise a new probing round); calibrating to the current rate
-//! changes nothing.
+//! would otherwise halve to MIs of seconds each), and a new probing round starts around the base
+//! rate with `τ` and `k` reset. [`MiEngine::calibrate`] (PolyCC) adopts a fused rate (a fused
+//! window becomes the rate whose window cap it is): the MIs in flight are discarded and the
+//! current state restarts around it (slow start doubles on from it; otherwise a new probing
+//! round); calibrating to the current rate changes nothing.
 //!
 //! # Control
 //!
@@ -1254,8 +1254,13 @@ impl<U: Utility> MiEngine<U> {
             Fused::Cwnd(w) => match self.rtt.srtt_us {
                 Some(srtt) if srtt > 0.0 => {
                     let rtt = srtt.max(self.rtt.latest_us.unwrap_or(0.0));
-                    let room = f64::from(w) - CWND_EXTRA_PACKETS * self.mss;
-                    room.max(0.0) * 1e6 / (CWND_RTTS * rtt)
+                    // The cap's own allowance, left out; a window of less than twice it (a
+                    // Reno member after a timeout) counts half, which meets the first rule at
+                    // twice the allowance and stays above nothing.
+                    let extra = CWND_EXTRA_PACKETS * self.mss;
+                    let w = f64::from(w);
+                    let room = if w >= 2.0 * extra { w - extra } else { w / 2.0 };
+                    room * 1e6 / (CWND_RTTS * rtt)
                 }
                 _ => return,
             },

@@ -355,6 +355,9 @@ impl WindowAlgorithm for Paccp {
 
     fn grow(&mut self, acked: u64) {
         let rest = if self.cwnd < self.ssthresh {
+            // Congestion avoidance starts a fresh epoch when it resumes (a threshold handed
+            // over by `set_threshold` may send the flow back here).
+            self.ca_window = 0;
             self.slow_start(acked)
         } else {
             acked
@@ -376,7 +379,11 @@ impl WindowAlgorithm for Paccp {
     fn adopt(&mut self, w: u64) {
         let floor = self.floor();
         window::adopt(&mut self.cwnd, &mut self.ca_acked, w, floor);
-        self.ca_window = 0;
+        // The epoch goes on, as the byte counter does (a pool calibrates on every report);
+        // it cannot be longer than the window it now has.
+        if self.ca_window > self.cwnd {
+            self.ca_window = self.cwnd;
+        }
     }
 
     fn threshold(&self) -> Option<u64> {

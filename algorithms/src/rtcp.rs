@@ -19,8 +19,9 @@
 //!   (`rtcp:weight=24000,urgent-threshold=0`).
 //! - **Counter H** (bytes, eq. 1): `H ← max(0, H + γ·Δt − acked)`: H grows at the desired rate
 //!   and drains at the actual rate x. A report covers `Δt`, the agent time since the previous
-//!   report (for the first report at most one smoothed RTT, so that a long start-up interval
-//!   does not wind the counter up; later at most the larger of the smoothed RTT and the report's
+//!   report (for the first report at most one smoothed RTT, or the adapter's first report
+//!   period, 1 ms, before any RTT sample, so that a long start-up interval does not wind the
+//!   counter up; later at most the larger of the smoothed RTT and the report's
 //!   own period, as reports are at least 100 µs apart even where the RTT is shorter), and
 //!   `acked` bytes; the counter is advanced through it in steps of about one
 //!   packet with the delivery spread evenly, as the paper's per-ACK updates would (one step per
@@ -524,7 +525,9 @@ impl Rtcp {
         // actual rate.
         let cap = match (first, srtt > 0.0) {
             (true, true) => srtt,
-            (true, false) => m.interval_us as f64,
+            // No RTT yet: the adapter's first report period. (A first report's own interval is
+            // the time since the program was installed: the whole start-up.)
+            (true, false) => f64::from(crate::program::INITIAL_PERIOD_US),
             (false, true) => srtt.max(m.interval_us as f64),
             (false, false) => 0.0,
         };
@@ -740,18 +743,21 @@ mod tests {
 
     #[test]
     fn a_first_report_without_an_rtt_sample_counts_one_report_period() {
-        // 30 ms of start-up before the first report, which carries no RTT sample: the counter
-        // grows by at most one report period (RTT here) at maxRate, not by 30 ms of it.
+        // 30 ms of start-up before the first report, which carries no RTT sample (its interval
+        // is the whole start-up, as a datapath reports it): the counter grows by at most the
+        // adapter's first report period at maxRate, not by 30 ms of it.
         let mut r = started(cfg(&[]));
         let mut m = report(30_000, 0, 0, 0);
+        m.interval_us = 30_000;
         m.rtt_samples = 0;
         m.rtt_mean_us = 0;
         m.rtt_last_us = 0;
         m.rtt_min_us = 0;
         r.on_measurement(&m);
         let max_rate = r.cfg.max_rate;
+        let period = f64::from(crate::program::INITIAL_PERIOD_US);
         assert!(
-            r.counter() <= max_rate * RTT as f64 / 1e6 + 1.0,
+            r.counter() <= max_rate * period / 1e6 + 1.0,
             "{} after one report",
             r.counter()
         );

@@ -288,8 +288,9 @@ fn long_lived_classes_match_the_optimum_as_in_fig_4() {
     // The paper: MRG flows always above θ (Figs. 4b/4d, 4.09 and 7.14 Gbit/s for θ = 2 and 7);
     // DS/BE 1.67 and 1.71 where the optimum is 2; utility slightly below the optimum.
     //
-    // Measured over 1–7 s: DS/BE 1.50 with θ = 0.2 Gbit/s (ω_MRG = 1) and 1.59 with θ = 0.7
-    // Gbit/s (ω_MRG = 2) (1.54 and 1.55 over 1–13 s); MRG at 1.02 and 1.13 of its optimum. DS
+    // Measured over 1–7 s: DS/BE 1.50 with θ = 0.2 Gbit/s (ω_MRG = 1) and 1.60 with θ = 0.7
+    // Gbit/s (ω_MRG = 2) (1.54 and 1.55 over 1–13 s, before CD1's per-ACK fix); MRG at 1.02
+    // and 1.14 of its optimum. DS
     // gets less than twice BE because it sees more loss events per second (14.2 against 11.0
     // in the first case), as the paper explains its own 1.67. Without the hosts' timing noise
     // (HOST_JITTER) the same uplink gives 1.31 and 1.52, at the paper's own rates and delays

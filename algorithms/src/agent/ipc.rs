@@ -70,16 +70,23 @@ impl UnixIpc {
         }
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_socket() => {
-                if UnixDatagram::unbound()?.connect(path).is_ok() {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::AddrInUse,
-                        format!(
-                            "{} is a socket another process (another agent?) is bound to; refusing to replace it",
-                            path.display()
-                        ),
-                    ));
+                // Only a socket nobody is bound to (refused) is stale; one that answers, or
+                // one of another kind (a control socket), is someone's.
+                match UnixDatagram::unbound()?.connect(path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                        std::fs::remove_file(path)?
+                    }
+                    other => {
+                        let why = match other {
+                            Ok(()) => "another process (another agent?) is bound to it".into(),
+                            Err(e) => format!("it is not a stale datagram socket ({e})"),
+                        };
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AddrInUse,
+                            format!("{}: {why}; refusing to replace it", path.display()),
+                        ));
+                    }
                 }
-                std::fs::remove_file(path)?
             }
             Ok(_) => {
                 return Err(std::io::Error::new(

@@ -182,13 +182,19 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
                 path.display()
             );
         }
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            bail!(
+        match std::os::unix::net::UnixStream::connect(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                std::fs::remove_file(path).ok();
+            }
+            Ok(_) => bail!(
                 "the control socket {} is in use (another agent?); refusing to replace it",
                 path.display()
-            );
+            ),
+            Err(e) => bail!(
+                "{} is a socket but not a stale control socket ({e}); refusing to replace it",
+                path.display()
+            ),
         }
-        std::fs::remove_file(path).ok();
     }
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
@@ -204,11 +210,18 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
             // One connection at a time: a client that never ends its line must not hold the
             // socket, nor grow the line without bound.
             let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let _ = conn.set_write_timeout(Some(std::time::Duration::from_secs(2)));
             let mut line = String::new();
             if BufReader::new((&conn).take(CTL_LINE_MAX))
                 .read_line(&mut line)
                 .is_err()
             {
+                continue;
+            }
+            if line.len() as u64 >= CTL_LINE_MAX && !line.ends_with('\n') {
+                let _ = conn.write_all(
+                    format!("error: command longer than {CTL_LINE_MAX} bytes\n").as_bytes(),
+                );
                 continue;
             }
             let answer = match core.command(line.trim()) {
@@ -489,6 +502,20 @@ fn main() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_that_would_do_nothing_are_refused() {
+        // --bill writes the pricing's bills: without --pricing it is refused, not ignored.
+        let e = Cli::try_parse_from(["ccp-agent", "--bill", "b.json"]).unwrap_err();
+        assert!(e.to_string().contains("--pricing"), "{e}");
+        assert!(
+            Cli::try_parse_from(["ccp-agent", "--bill", "b.json", "--pricing", "p.yaml"]).is_ok()
+        );
+        // A mistyped log filter is an error, not a silent `info`.
+        let cli = Cli::try_parse_from(["ccp-agent", "--log-level", "ccp=debgu["]).unwrap();
+        let e = init_logs(&cli).unwrap_err().to_string();
+        assert!(e.contains("--log-level"), "{e}");
+    }
 
     #[test]
     fn shorthand_becomes_param() {

@@ -122,14 +122,22 @@ fn clear_stale_socket(path: &Path) -> Result<(), CcpError> {
         path: path.to_path_buf(),
         source,
     })?;
-    if probe.connect(path).is_ok() {
-        return Err(CcpError::PathTaken {
+    // Only a socket nobody is bound to (refused) is stale; one that answers, or one of another
+    // kind (the agent's control socket), is someone's.
+    match probe.connect(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Ok(()) => Err(CcpError::PathTaken {
             path: path.to_path_buf(),
             why: "is a socket another process is bound to",
-        });
+        }),
+        Err(_) => Err(CcpError::PathTaken {
+            path: path.to_path_buf(),
+            why: "is a socket of another kind (not a stale datagram socket)",
+        }),
     }
-    let _ = std::fs::remove_file(path);
-    Ok(())
 }
 
 /// Counters of the control plane (also in the sender's summary).
@@ -1010,6 +1018,12 @@ mod tests {
         std::fs::write(&file, "keep me").unwrap();
         let e = start(&file).err().unwrap();
         assert!(e.to_string().contains("not a socket"), "{e}");
+        // A listening stream socket (such as the agent's --ctl) is not taken for a stale one.
+        let ctl = dir.path().join("agent.ctl");
+        let _listener = std::os::unix::net::UnixListener::bind(&ctl).unwrap();
+        let e = start(&ctl).err().unwrap();
+        assert!(e.to_string().contains("another kind"), "{e}");
+        assert!(ctl.exists());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
         // A socket left by a process that died is taken over.
         let stale = dir.path().join("stale.sock");

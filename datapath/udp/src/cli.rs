@@ -271,6 +271,38 @@ pub fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser, Debug)]
+    struct Send {
+        #[command(flatten)]
+        flows: FlowArgs,
+    }
+
+    #[test]
+    fn flow_specs_refuse_the_options_they_replace() {
+        use clap::Parser;
+        for other in [
+            ["--alg", "cubic"],
+            ["--bytes", "1M"],
+            ["--time", "1s"],
+            ["--flows", "2"],
+        ] {
+            let e = Send::try_parse_from(["send", "--flow", "bytes=1M", other[0], other[1]])
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("cannot be used with"),
+                "{other:?}: {e}"
+            );
+        }
+        // Their defaults alone do not count.
+        let s = Send::try_parse_from(["send", "--flow", "alg=reno,bytes=1M"]).unwrap();
+        assert_eq!(s.flows.specs().unwrap()[0].algorithm, "reno");
+        let bad = LogArgs {
+            log_format: LogFormat::Text,
+            log_level: "ccp=debgu[".into(),
+        };
+        assert!(bad.init().unwrap_err().to_string().contains("--log-level"));
+    }
+
     #[test]
     fn flow_spec_fields() {
         let f = parse_flow_spec("alg=cubic:beta=0.8;c=0.4,bytes=50M,start=2s,cap=10Mbit").unwrap();
