@@ -150,6 +150,18 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .map(|us| std::time::Duration::from_micros(us as u64))
 }
 
+/// As [`parse_duration`], but a bare number is refused: on a command line `--time 30` would
+/// otherwise be 30 µs, not the 30 s a person means.
+pub fn parse_duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim().parse::<f64>().is_ok() {
+        return Err(format!(
+            "{text:?} has no unit; write e.g. {0}s, {0}ms or {0}us",
+            text.trim()
+        ));
+    }
+    parse_duration(text)
+}
+
 /// Parse a rate such as `50mbit` into bytes/s.
 pub fn parse_rate(text: &str) -> Result<u64, String> {
     Unit::Rate.parse(text).map(|v| v as u64)
@@ -168,6 +180,12 @@ mod tests {
         assert_eq!(Unit::Rate.parse("100Mbit/s").unwrap(), 12_500_000.0);
         assert_eq!(Unit::Rate.parse("10kbit/s").unwrap(), 1_250.0);
         assert!(Unit::Micros.parse("10ms/s").is_err());
+        assert_eq!(
+            parse_duration_with_unit("30s").unwrap(),
+            std::time::Duration::from_secs(30)
+        );
+        let e = parse_duration_with_unit("30").unwrap_err();
+        assert!(e.contains("no unit; write e.g. 30s"), "{e}");
         assert_eq!(Unit::Bytes.parse("64KiB").unwrap(), 65536.0);
         assert_eq!(Unit::Bytes.parse("200M").unwrap(), 200e6);
         assert_eq!(Unit::Micros.parse("2min").unwrap(), 120e6);

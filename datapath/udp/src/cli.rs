@@ -63,7 +63,7 @@ pub struct FlowArgs {
     #[arg(long, value_parser = ccp_units::parse_bytes, conflicts_with = "time")]
     pub bytes: Option<u64>,
     /// Duration per flow instead of a size, e.g. 30s
-    #[arg(long, value_parser = ccp_units::parse_duration)]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit)]
     pub time: Option<Duration>,
     /// Number of flows like the above
     #[arg(long, default_value_t = 1)]
@@ -129,8 +129,12 @@ pub fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
                 bail!("--flow {spec:?}: give bytes= or time=, once")
             }
             "bytes" => amount = Some(Amount::Bytes(ccp_units::parse_bytes(v).map_err(bad)?)),
-            "time" => amount = Some(Amount::Duration(ccp_units::parse_duration(v).map_err(bad)?)),
-            "start" => f.start_after = ccp_units::parse_duration(v).map_err(bad)?,
+            "time" => {
+                amount = Some(Amount::Duration(
+                    ccp_units::parse_duration_with_unit(v).map_err(bad)?,
+                ))
+            }
+            "start" => f.start_after = ccp_units::parse_duration_with_unit(v).map_err(bad)?,
             "cap" => f.rate_cap = Some(ccp_units::parse_rate(v).map_err(bad)?),
             other => bail!(
                 "--flow {spec:?}: unknown key {other:?}; expected alg, bytes, time, start, cap"
@@ -209,12 +213,12 @@ pub struct OutputArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Trace sampling interval, e.g. 10ms
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10ms")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "10ms")]
     pub trace_interval: Duration,
     /// Leave the RTT samples taken before this time (from the sender's start, the clock of a
     /// flow's start=) out of the summaries' RTT percentiles, e.g. a warm-up; the smallest RTT
     /// still counts every sample
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0s")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "0s")]
     pub rtt_from: Duration,
 }
 

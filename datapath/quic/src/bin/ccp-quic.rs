@@ -61,7 +61,7 @@ struct RecvArgs {
     #[arg(long)]
     flows: Option<usize>,
     /// Exit after this long without a new connection or data, e.g. 30s
-    #[arg(long, value_parser = ccp_units::parse_duration)]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit)]
     idle_timeout: Option<Duration>,
     /// Write the per-flow summaries as JSON here (each with its `arrivals`: the content bytes
     /// that had reached the receiver, beyond a hole too, every 10 ms while data came)
@@ -75,7 +75,7 @@ struct RecvArgs {
     /// every 10th packet at once and treats a deadline within 1 ms as due, so 1ms acknowledges
     /// nearly every packet: the feedback the agent's algorithms expect. 25ms is RFC 9000's
     /// default (one ACK per 10 packets in bulk transfer)
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "1ms")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "1ms")]
     max_ack_delay: Duration,
 }
 
@@ -113,10 +113,10 @@ struct SendArgs {
     /// With the precise timer, let a packet leave up to this long before its departure time
     /// together with the one whose time woke the sender (fewer wake-ups at high pacing rates,
     /// at most this much early); at most 1ms
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "100us")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "100us")]
     pacing_slack: Duration,
     /// Give up if no receiver answers within this time
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "5s")]
     handshake_timeout: Duration,
 }
 

@@ -49,7 +49,7 @@ struct RecvArgs {
     #[arg(long)]
     flows: Option<usize>,
     /// Exit after this long without any packet, e.g. 30s
-    #[arg(long, value_parser = ccp_units::parse_duration)]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit)]
     idle_timeout: Option<Duration>,
     /// Write the per-flow summaries as JSON here
     #[arg(long)]
@@ -90,13 +90,13 @@ struct SendArgs {
     #[arg(long)]
     no_ecn: bool,
     /// Give up if no receiver answers within this time
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "5s")]
     handshake_timeout: Duration,
     /// Window of the one-way delay's base: the excess handed to the agent and traced is over
     /// the smallest one-way delay of the last this-long (0: of the flow's whole life). 10 s
     /// bounds what a 100 ppm clock-rate difference between the hosts adds to 1 ms and keeps
     /// queues standing under 9 s; 0 suits hosts that share a clock (loopback, emulator)
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "10s")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "10s")]
     owd_base_window: Duration,
 }
 
@@ -118,7 +118,7 @@ struct RelayArgs {
     #[arg(long, default_value_t = 0.0)]
     duplicate: f64,
     /// Extra one-way delay, e.g. 10ms
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0ms")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "0ms")]
     delay: Duration,
     /// Random seed
     #[arg(long, default_value_t = 1)]
