@@ -231,11 +231,22 @@ pub fn write_trace_csv_to(w: &mut dyn Write, flows: &[SenderSummary]) -> io::Res
 }
 
 /// Writes the traces of `flows` to the file `path`, one table for all flows
-/// ([`write_trace_csv_to`] for any writer).
+/// ([`write_trace_csv_to`] for any writer): through a temporary file beside it, renamed when
+/// complete, so a failed write leaves no half table.
 pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
-    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
-    write_trace_csv_to(&mut w, flows)?;
-    w.flush()
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = (|| {
+        let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write_trace_csv_to(&mut w, flows)?;
+        w.flush()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn csv_field(s: &str) -> String {
@@ -267,6 +278,24 @@ pub fn mbps(bytes: u64, secs: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_csv_write_leaves_no_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        // The target is a directory: the rename fails, and the temporary file goes too.
+        let target = dir.path().join("trace.csv");
+        std::fs::create_dir(&target).unwrap();
+        assert!(write_trace_csv(&target, &[]).is_err());
+        assert!(!dir.path().join("trace.csv.tmp").exists());
+        // A good path gets the whole table and no temporary file.
+        let ok = dir.path().join("ok.csv");
+        write_trace_csv(&ok, &[]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&ok).unwrap().trim(),
+            TRACE_CSV_HEADER
+        );
+        assert!(!dir.path().join("ok.csv.tmp").exists());
+    }
 
     #[test]
     fn percentiles_and_csv() {
