@@ -171,18 +171,22 @@ impl SenderConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if !(MIN_MSS..=MAX_MSS).contains(&self.mss) {
             return Err(Error::Config(format!(
-                "mss {} is outside {MIN_MSS}..={MAX_MSS} bytes",
+                "--mss {} is outside {MIN_MSS}..={MAX_MSS} bytes",
                 self.mss
             )));
         }
         if self.init_cwnd_pkts == 0 {
-            return Err(Error::Config("init_cwnd_pkts must be at least 1".into()));
+            return Err(Error::Config(
+                "the initial window (--init-cwnd) must be at least 1 packet".into(),
+            ));
         }
         if self.flows.is_empty() {
             return Err(Error::Config("no flows to send".into()));
         }
         if self.handshake_timeout.is_zero() {
-            return Err(Error::Config("handshake_timeout must be positive".into()));
+            return Err(Error::Config(
+                "the handshake timeout (--handshake-timeout) must be positive".into(),
+            ));
         }
         if self.dest.port() == 0 {
             return Err(Error::Config(format!(
