@@ -19,9 +19,8 @@
 //!   (`rtcp:weight=24000,urgent-threshold=0`).
 //! - **Counter H** (bytes, eq. 1): `H ← max(0, H + γ·Δt − acked)`: H grows at the desired rate
 //!   and drains at the actual rate x. A report covers `Δt`, the agent time since the previous
-//!   report (for the first report at most one smoothed RTT, or the adapter's first report
-//!   period, 1 ms, before any RTT sample, so that a long start-up interval does not wind the
-//!   counter up; later at most the larger of the smoothed RTT and the report's
+//!   report (for the first report at most one smoothed RTT, and nothing before any RTT sample,
+//!   so that a long start-up interval does not wind the counter up; later at most the larger of the smoothed RTT and the report's
 //!   own period, as reports are at least 100 µs apart even where the RTT is shorter), and
 //!   `acked` bytes; the counter is advanced through it in steps of about one
 //!   packet with the delivery spread evenly, as the paper's per-ACK updates would (one step per
@@ -518,21 +517,16 @@ impl Rtcp {
             Some(s) => w * s + (1.0 - w) * n,
         });
         let mut dt = m.now_us.saturating_sub(self.last_report_us) as f64;
-        // The first report may cover a long start-up period: at most one RTT of it counts (one
-        // report period when it has no RTT sample yet). Later reports cover the report period,
-        // which is longer than the RTT on short paths (reports are at least 100 µs apart);
-        // capping those at the RTT would let H grow at only part of γ and drain at the full
-        // actual rate.
-        let cap = match (first, srtt > 0.0) {
-            (true, true) => srtt,
-            // No RTT yet: the adapter's first report period. (A first report's own interval is
-            // the time since the program was installed: the whole start-up.)
-            (true, false) => f64::from(crate::program::INITIAL_PERIOD_US),
-            (false, true) => srtt.max(m.interval_us as f64),
-            (false, false) => 0.0,
-        };
-        if cap > 0.0 {
-            dt = dt.min(cap);
+        // The first report may cover a long start-up period: at most one RTT of it counts, and
+        // none before any RTT sample (the report's own interval is then the whole start-up).
+        // Later reports cover the report period, which is longer than the RTT on short paths
+        // (reports are at least 100 µs apart); capping those at the RTT would let H grow at
+        // only part of γ and drain at the full actual rate.
+        match (first, srtt > 0.0) {
+            (true, true) => dt = dt.min(srtt),
+            (true, false) => dt = 0.0,
+            (false, true) => dt = dt.min(srtt.max(m.interval_us as f64)),
+            (false, false) => {}
         }
         self.last_report_us = m.now_us;
         self.counter.advance(dt, m.acked_bytes, self.core.mss());
@@ -742,10 +736,10 @@ mod tests {
     }
 
     #[test]
-    fn a_first_report_without_an_rtt_sample_counts_one_report_period() {
+    fn a_first_report_without_an_rtt_sample_does_not_wind_the_counter_up() {
         // 30 ms of start-up before the first report, which carries no RTT sample (its interval
-        // is the whole start-up, as a datapath reports it): the counter grows by at most the
-        // adapter's first report period at maxRate, not by 30 ms of it.
+        // is the whole start-up, as a datapath reports it): none of it counts, where 30 ms at
+        // maxRate would be hundreds of KB of counter.
         let mut r = started(cfg(&[]));
         let mut m = report(30_000, 0, 0, 0);
         m.interval_us = 30_000;
@@ -754,13 +748,7 @@ mod tests {
         m.rtt_last_us = 0;
         m.rtt_min_us = 0;
         r.on_measurement(&m);
-        let max_rate = r.cfg.max_rate;
-        let period = f64::from(crate::program::INITIAL_PERIOD_US);
-        assert!(
-            r.counter() <= max_rate * period / 1e6 + 1.0,
-            "{} after one report",
-            r.counter()
-        );
+        assert_eq!(r.counter(), 0.0, "after one report");
     }
 
     #[test]
