@@ -264,17 +264,10 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Writes `v` as pretty JSON to `path`, through a temporary file renamed into place so readers
 /// never see a partial file.
 pub fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = serde_json::to_vec_pretty(v)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| std::fs::write(&tmp, bytes))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.with_context(|| format!("writing {}", path.display()))
+    crate::summary::write_whole(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, v).map_err(std::io::Error::other)
+    })
+    .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

@@ -234,15 +234,25 @@ pub fn write_trace_csv_to(w: &mut dyn Write, flows: &[SenderSummary]) -> io::Res
 /// ([`write_trace_csv_to`] for any writer): through a temporary file beside it, renamed when
 /// complete, so a failed write leaves no half table.
 pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
+    write_whole(path, |w| write_trace_csv_to(w, flows))
+}
+
+/// Writes `path` whole or not at all: through `PATH.tmp` beside it, renamed when `write` has
+/// succeeded; on failure the temporary file is removed.
+pub fn write_whole(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    let written = (|| {
-        let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write_trace_csv_to(&mut w, flows)?;
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = io::BufWriter::new(f);
+        write(&mut w)?;
         w.flush()?;
+        drop(w);
         std::fs::rename(&tmp, path)
-    })();
+    });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
