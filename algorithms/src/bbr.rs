@@ -91,8 +91,12 @@
 //! - loss (the draft's cwnd modulation in loss recovery, loss epochs from the shared
 //!   [`WindowCore`]): the first loss of an epoch
 //!   saves the window and sets `cwnd = inflight + acked` (at least one MSS), then packet
-//!   conservation (`cwnd = max(cwnd, inflight + acked)`) until the next round starts; when the
-//!   epoch (one RTT) ends the window is restored to at least the saved one. A timeout saves the
+//!   conservation (`cwnd = max(cwnd, inflight + acked)`) for one whole round, until what was in
+//!   flight at the loss has been delivered (the draft and Linux start a round on entering
+//!   recovery; the model's round counter is left alone, see `on_loss_event`); every later report
+//!   with losses
+//!   first takes `lost · MSS` off the window (at least one MSS left); when the epoch (one RTT)
+//!   ends the window is restored to at least the saved one. A timeout saves the
 //!   window and sets it to one MSS (as the datapath already has; the `min-pipe-cwnd` floor then
 //!   applies), restored the same way.
 //! - the draft's restart from idle is not modelled: a report never says the flow was idle, only
@@ -395,8 +399,9 @@ pub struct Bbr {
     prior_cwnd: u64,
     /// In loss recovery (restore `prior_cwnd` when the loss epoch ends).
     in_recovery: bool,
-    /// Packet conservation runs until this round starts.
-    conservation_until_round: Option<u64>,
+    /// Packet conservation runs until this many bytes have been delivered (a round from the
+    /// loss).
+    conservation_until: Option<u64>,
     has_rtt: bool,
     rng: u64,
     srtt: Srtt,
@@ -439,7 +444,7 @@ impl Bbr {
             app_limited_tail: false,
             prior_cwnd: 0,
             in_recovery: false,
-            conservation_until_round: None,
+            conservation_until: None,
             has_rtt: false,
             rng: 0,
             srtt: Srtt::new(),
@@ -521,7 +526,7 @@ impl Bbr {
         self.probe_rtt_round_done = false;
         self.probe_rtt_held_open = false;
         self.in_recovery = false;
-        self.conservation_until_round = None;
+        self.conservation_until = None;
         self.has_rtt = false;
         // Seed 1 leaves the start time alone, as before the parameter existed; other seeds move
         // it by an odd multiple (splitmix64's increment), so no two seeds mix to the same value.
@@ -699,19 +704,33 @@ impl Bbr {
             WindowEvent::Timeout { .. } => {
                 self.prior_cwnd = self.save_cwnd();
                 self.in_recovery = true;
-                self.conservation_until_round = None;
+                self.conservation_until = None;
                 self.cwnd = self.core.loss_window();
             }
             WindowEvent::Loss => {
                 self.prior_cwnd = self.save_cwnd();
                 self.in_recovery = true;
                 self.cwnd = (m.bytes_in_flight + delivered.max(self.mss())).min(MAX_CWND);
-                self.conservation_until_round = Some(self.rounds.rounds() + 1);
+                // Conservation lasts one full round from here, until what is in flight now has
+                // been delivered (Linux and the draft start a round on entering recovery). Tied
+                // to the round already under way, it ended with that round, often a few packets
+                // later. The model's rounds are not restarted: here a round ends by bytes
+                // delivered, which lost packets delay past the one-RTT loss epoch, so under
+                // steady loss each new epoch would restart the round before it ended and
+                // Startup, which checks for a full pipe once per round, would never end.
+                self.conservation_until = Some(self.rounds.delivered() + m.bytes_in_flight.max(1));
             }
             WindowEvent::Hold | WindowEvent::Grow(_) => {
+                // Losses after the first one of the epoch take their packets off the window
+                // (the draft's BBRModulateCwndForRecovery); conservation then lifts it back to
+                // what is in flight plus what this report delivered.
+                if m.lost_packets > 0 {
+                    let lost = m.lost_packets.saturating_mul(self.mss());
+                    self.cwnd = self.cwnd.saturating_sub(lost).max(self.mss());
+                }
                 if self.in_recovery && !self.core.in_epoch(m.now_us) {
                     self.in_recovery = false;
-                    self.conservation_until_round = None;
+                    self.conservation_until = None;
                     self.cwnd = self.cwnd.max(self.prior_cwnd);
                 }
             }
@@ -733,12 +752,12 @@ impl Bbr {
     fn set_cwnd(&mut self, m: &Measurement, acked: u64, fresh_loss: bool) {
         let target = self.inflight(self.cwnd_gain);
         if self
-            .conservation_until_round
-            .is_some_and(|r| self.rounds.rounds() >= r)
+            .conservation_until
+            .is_some_and(|d| self.rounds.delivered() >= d)
         {
-            self.conservation_until_round = None;
+            self.conservation_until = None;
         }
-        if self.conservation_until_round.is_some() {
+        if self.conservation_until.is_some() {
             if !fresh_loss {
                 self.cwnd = self.cwnd.max(m.bytes_in_flight + acked);
             }
@@ -1359,6 +1378,40 @@ mod tests {
         assert_eq!(u64::from(b.cwnd()), 60 * MSS);
         // One RTT after the loss the epoch ends: back to (at least) the saved window.
         b.on_measurement(&report(t + 1_000 + RTT, 8 * MSS, 52 * MSS, RTT, 5_000_000));
+        assert!(u64::from(b.cwnd()) >= 100 * MSS, "{}", b.cwnd());
+    }
+
+    #[test]
+    fn recovery_starts_a_round_of_conservation_and_later_losses_cut_the_window() {
+        let mut b = bbr(BbrConfig::default());
+        b.calibrate(Fused::Cwnd(100 * MSS as u32));
+        let t = 1_000_000;
+        // Round 1 ends once 10 + 60 packets are delivered; 65 are by the loss's report.
+        b.on_measurement(&report(t, 10 * MSS, 60 * MSS, RTT, 5_000_000));
+        b.on_measurement(&report(t + 1_000, 55 * MSS, 60 * MSS, RTT, 5_000_000));
+        let mut m = report(t + 2_000, 2 * MSS, 50 * MSS, RTT, 5_000_000);
+        m.lost_packets = 1;
+        b.on_measurement(&m);
+        assert_eq!(u64::from(b.cwnd()), 52 * MSS, "inflight + acked");
+        // The round under way at the loss ends here, but conservation holds for the round the
+        // loss started: the window does not grow by what is acknowledged.
+        b.on_measurement(&report(t + 3_000, 8 * MSS, 40 * MSS, RTT, 5_000_000));
+        assert_eq!(u64::from(b.cwnd()), 52 * MSS);
+        // A later loss of the epoch takes its packets off the window.
+        let mut m = report(t + 4_000, MSS, 30 * MSS, RTT, 5_000_000);
+        m.lost_packets = 3;
+        b.on_measurement(&m);
+        assert_eq!(u64::from(b.cwnd()), 49 * MSS);
+        // Once the 50 packets in flight at the loss are delivered, conservation ends and the
+        // window grows again (still inside the loss epoch).
+        b.on_measurement(&report(t + 20_000, 45 * MSS, 30 * MSS, RTT, 5_000_000));
+        assert_eq!(
+            u64::from(b.cwnd()),
+            94 * MSS,
+            "49 + 45 acknowledged, below the target"
+        );
+        // The epoch ends one RTT after the loss: back to at least the saved window.
+        b.on_measurement(&report(t + 2_000 + RTT + 1, MSS, 30 * MSS, RTT, 5_000_000));
         assert!(u64::from(b.cwnd()) >= 100 * MSS, "{}", b.cwnd());
     }
 

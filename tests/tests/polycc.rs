@@ -207,10 +207,16 @@ fn bbr_stalls_when_acks_come_two_rtts_late_and_polycc_keeps_sending() {
     let (bbr_smooth, bbr_burst) = (burst("bbr", 0), burst("bbr", 200));
     let poly_burst = burst(BBR_CUBIC_MAX_CWND, 200);
     println!("bbr {bbr_smooth:.2} → {bbr_burst:.2} Mbit/s, polycc {poly_burst:.2} Mbit/s");
-    // Measured: bbr 18.09 → 9.68 Mbit/s; polycc 18.90 Mbit/s (2.0×; 8.33 and 18.16 before BBR
-    // took every ACK's delivery-rate sample).
-    assert!(bbr_burst < 0.6 * bbr_smooth, "{bbr_burst} vs {bbr_smooth}");
-    assert!(poly_burst > 1.8 * bbr_burst, "{poly_burst} vs {bbr_burst}");
+    // Measured: bbr 18.07 → 11.33 Mbit/s; polycc 19.00 Mbit/s (1.68×). Before BBR's loss
+    // recovery conserved packets for a whole round and took later losses off its window, bbr
+    // fell to 9.68 (2381 retransmissions in 30 s, now 874) and polycc had 1.95×; before BBR
+    // took every ACK's delivery-rate sample, 8.33 and 2.2×.
+    assert!(bbr_burst < 0.7 * bbr_smooth, "{bbr_burst} vs {bbr_smooth}");
+    assert!(poly_burst > 1.5 * bbr_burst, "{poly_burst} vs {bbr_burst}");
+    assert!(
+        poly_burst > 0.9 * 20.0,
+        "polycc keeps the link: {poly_burst}"
+    );
 }
 
 #[test]
