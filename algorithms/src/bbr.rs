@@ -14,8 +14,9 @@
 //! `BtlBw` is the maximum of every ACK's sample over the window, as the draft and Linux's
 //! `tcp_bbr.c` filter it (`per-ack-bw`, on by default). `per-ack-bw=false` takes only the report's
 //! last ACK's sample (`delivery_rate`), four per RTT: a subsample whose maximum runs low; against
-//! a kernel Cubic flow it left our BBR 3.4 Mbit/s below the kernel's, where the per-ACK maximum
-//! leaves it 1.1 below (docs/results/datapaths.md, "BBR against Cubic"). A report is
+//! a kernel Cubic flow it leaves our BBR 3.4 Mbit/s below the kernel's, where the per-ACK maximum
+//! leaves it 1.6 below (1.1 before the loss-recovery fix; docs/results/datapaths.md, "BBR against
+//! Cubic"). A report is
 //! *application-limited* when the sender had nothing queued (`bytes_pending == 0`) and less than
 //! `cwnd` in flight; its samples only count if they raise the estimate, and it never advances the
 //! full-pipe check (as the draft).
