@@ -33,8 +33,8 @@
 //!   because in CCP the in-flight gauge is one sample taken after an ACK, while the agent's
 //!   latest window may not have reached the datapath yet: lowering the window on it would shrink a
 //!   window-limited flow on noise. An application-limited flow still stops growing.
-//! - **Loss**: `cwnd = max(cwnd/2, MIN_CWND · MSS)` once per RTT (the RFC's
-//!   `min(cwnd, max(cwnd/2, MIN_CWND·MSS))`), and the window is held during that RTT, as Reno's
+//! - **Loss**: `cwnd = min(cwnd, max(cwnd/2, MIN_CWND · MSS))` once per RTT (the RFC's rule: a
+//!   loss never raises the one-MSS window a timeout left), and the window is held during that RTT, as Reno's
 //!   recovery; the loss epoch is [`WindowCore`]'s.
 //! - **Timeout**: `cwnd = 1 MSS` (the RFC's "cwnd = 1 * MSS" when no ACK arrives for a CTO).
 //! - **Floor**: `cwnd ≥ MIN_CWND · MSS` except for the timeout window.
@@ -317,7 +317,8 @@ impl Controller for Ledbat {
         match self.core.on_measurement(m) {
             WindowEvent::Timeout { .. } => self.cwnd = self.core.loss_window() as f64,
             WindowEvent::Loss => {
-                self.cwnd = (self.cwnd / 2.0).max(self.floor());
+                // Never raised by a loss: after a timeout's one-MSS window the floor would.
+                self.cwnd = self.cwnd.min((self.cwnd / 2.0).max(self.floor()));
                 self.settled = true;
             }
             WindowEvent::Grow(acked) => self.grow(m, acked),
@@ -511,6 +512,12 @@ mod tests {
         assert_eq!(u64::from(l.cwnd()), 2 * MSS);
         let mut m = report(&l, t + BASE, 0, BASE);
         m.timeout = true;
+        l.on_measurement(&m);
+        assert_eq!(u64::from(l.cwnd()), MSS);
+        // A loss of a new epoch after the timeout does not raise the window to the floor (the
+        // RFC's outer `min(cwnd, ...)`).
+        let mut m = report(&l, t + 3 * BASE, 0, BASE);
+        m.lost_packets = 1;
         l.on_measurement(&m);
         assert_eq!(u64::from(l.cwnd()), MSS);
     }
