@@ -90,16 +90,17 @@
 //!   less than the initial window has been delivered); never below `min-pipe-cwnd`; at most
 //!   `min-pipe-cwnd` in ProbeRTT.
 //! - loss (the draft's cwnd modulation in loss recovery, loss epochs from the shared
-//!   [`WindowCore`]): the first loss of an epoch
-//!   saves the window and sets `cwnd = inflight + acked` (at least one MSS), then packet
-//!   conservation (`cwnd = max(cwnd, inflight + acked)`) for one whole round, until what was in
-//!   flight at the loss has been delivered (the draft and Linux start a round on entering
-//!   recovery; the model's round counter is left alone, see `on_loss_event`); every later report
-//!   with losses
-//!   first takes `lost · MSS` off the window (at least one MSS left); when the epoch (one RTT)
-//!   ends the window is restored to at least the saved one. A timeout saves the
-//!   window and sets it to one MSS (as the datapath already has; the `min-pipe-cwnd` floor then
-//!   applies), restored the same way.
+//!   [`WindowCore`]): the first loss of an epoch saves the window and sets
+//!   `cwnd = inflight + acked` (at least one MSS), then packet conservation
+//!   (`cwnd = max(cwnd, inflight + acked)`) for one round from the loss, until what was in flight
+//!   then has been delivered (the draft and Linux start a round on entering recovery; the model's
+//!   round counter is left alone, see `on_loss_event`), or until the epoch ends if that comes
+//!   first, as it usually does under loss (lost packets delay the round). Every later report
+//!   with losses in an epoch (a timeout's too) first takes `lost · MSS` off the window. When the
+//!   epoch (one RTT) ends the window is restored to at least the saved one; under steady loss a
+//!   new epoch may begin at once, saving the larger of the two. A timeout saves the window and
+//!   sets it to one MSS (as the datapath already has), restored the same way. The
+//!   `min-pipe-cwnd` floor applies throughout.
 //! - the draft's restart from idle is not modelled: a report never says the flow was idle, only
 //!   that it had nothing pending, which the application-limited rule above covers.
 //!
@@ -719,7 +720,11 @@ impl Bbr {
                 // delivered, which lost packets delay past the one-RTT loss epoch, so under
                 // steady loss each new epoch would restart the round before it ended and
                 // Startup, which checks for a full pipe once per round, would never end.
-                self.conservation_until = Some(self.rounds.delivered() + m.bytes_in_flight.max(1));
+                self.conservation_until = Some(
+                    self.rounds
+                        .delivered()
+                        .saturating_add(m.bytes_in_flight.max(1)),
+                );
             }
             WindowEvent::Hold | WindowEvent::Grow(_) => {
                 // Losses after the first one of the epoch take their packets off the window
@@ -1387,7 +1392,7 @@ mod tests {
         let mut b = bbr(BbrConfig::default());
         b.calibrate(Fused::Cwnd(100 * MSS as u32));
         let t = 1_000_000;
-        // Round 1 ends once 10 + 60 packets are delivered; 65 are by the loss's report.
+        // Round 1 ends once 10 + 60 packets are delivered; 67 are once the loss's report is in.
         b.on_measurement(&report(t, 10 * MSS, 60 * MSS, RTT, 5_000_000));
         b.on_measurement(&report(t + 1_000, 55 * MSS, 60 * MSS, RTT, 5_000_000));
         let mut m = report(t + 2_000, 2 * MSS, 50 * MSS, RTT, 5_000_000);

@@ -181,8 +181,8 @@ impl RoundCounter {
     }
 
     /// End the current round now: the next round ends when the `bytes_in_flight` outstanding now
-    /// have been acknowledged (BBR's `next_round_delivered = delivered` on entering recovery or
-    /// ProbeRTT). Does not count a round.
+    /// have been acknowledged (BBR's `next_round_delivered = delivered` on entering ProbeRTT).
+    /// Does not count a round.
     pub fn restart(&mut self, bytes_in_flight: u64) {
         self.round_end = self.delivered.saturating_add(bytes_in_flight.max(1));
     }

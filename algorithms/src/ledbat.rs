@@ -34,8 +34,8 @@
 //!   latest window may not have reached the datapath yet: lowering the window on it would shrink a
 //!   window-limited flow on noise. An application-limited flow still stops growing.
 //! - **Loss**: `cwnd = min(cwnd, max(cwnd/2, MIN_CWND · MSS))` once per RTT (the RFC's rule: a
-//!   loss never raises the one-MSS window a timeout left), and the window is held during that RTT, as Reno's
-//!   recovery; the loss epoch is [`WindowCore`]'s.
+//!   loss never raises the one-MSS window a timeout left), and the window is held during that
+//!   RTT, as Reno's recovery; the loss epoch is [`WindowCore`]'s.
 //! - **Timeout**: `cwnd = 1 MSS` (the RFC's "cwnd = 1 * MSS" when no ACK arrives for a CTO).
 //! - **Floor**: `cwnd ≥ MIN_CWND · MSS` except for the timeout window.
 //! - **No slow start**: RFC 6817's pseudocode has none, so the window grows from `INIT_CWND` by at

@@ -171,13 +171,14 @@ fn all_unbounded_hercules_gives_the_100_mbit_flow_more_than_fair_share_protocols
         let (w, big, _) = sweep(alg, true);
         best = best.max(w);
         // The fair-share baselines give the 100 Mbit/s flow about a fifth of the link (bbr a
-        // sixth; up to a quarter before BBR's loss-recovery fix). Hercules gives it at least 1.5x
+        // sixth; up to a quarter before BBR's loss-recovery fix). Hercules gives it at least 2x
         // as much at every capacity: measured 2.16x at the least (cubic at 120 Mbit/s: 0.273
-        // against 0.591; 1.73x, bbr's 0.342 at 135 Mbit/s, before BBR's loss-recovery fix),
-        // 2.2-2.6x against cubic and vivace, 2.6-3.2x against bbr.
+        // against 0.591), 2.2-2.6x against cubic and vivace, 2.6-3.2x against bbr. (Before
+        // BBR's loss-recovery fix bbr's flow got 0.342 at 135 Mbit/s, 1.73x, and this bound was
+        // 1.5x.)
         for (hb, b) in h_big.iter().zip(&big) {
             assert!(
-                hb >= &(1.5 * b),
+                hb >= &(2.0 * b),
                 "100 Mbit/s flow: hercules {hb:.3} vs {alg} {b:.3}"
             );
         }
