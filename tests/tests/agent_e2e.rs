@@ -333,6 +333,59 @@ fn incompatible_protocol_versions_are_refused_by_both_sides() {
 }
 
 #[test]
+fn a_flow_created_before_its_datapath_is_refused_still_closes() {
+    use ccp_engine::wire;
+    let dir = tempfile::tempdir().unwrap();
+    let ctl_sock = dir.path().join("agent.ctl");
+    let agent = Agent::start(dir.path(), &["--ctl", ctl_sock.to_str().unwrap()]).unwrap();
+    let live_flows = || {
+        let out = std::process::Command::new(ccp_tests::workspace_bin("ccp-agent").unwrap())
+            .args(["ctl", "--ctl", ctl_sock.to_str().unwrap(), "flows"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["flows"].as_array().map_or(0, |f| f.len())
+    };
+    // A datapath that creates a flow before it answers the agent's VERSION, with another one.
+    let raw = std::os::unix::net::UnixDatagram::bind(dir.path().join("raw.sock")).unwrap();
+    raw.send_to(&wire::serialize_ready(7), &agent.socket)
+        .unwrap();
+    raw.send_to(
+        &wire::serialize_create(1, &flow("reno", 1)).unwrap(),
+        &agent.socket,
+    )
+    .unwrap();
+    assert!(
+        wait_for(&agent, |a| created(a).len() == 1),
+        "{}",
+        agent.logs()
+    );
+    assert_eq!(live_flows(), 1);
+    raw.send_to(&wire::serialize_version(99), &agent.socket)
+        .unwrap();
+    assert!(
+        wait_for(&agent, |a| a.logs().contains("refusing the datapath")),
+        "{}",
+        agent.logs()
+    );
+    // Its measurements are refused, its close is not: the flow ends.
+    raw.send_to(&wire::serialize_measure(1, 1, &[1, 2, 3]), &agent.socket)
+        .unwrap();
+    raw.send_to(&wire::serialize_close(1), &agent.socket)
+        .unwrap();
+    let mut n = live_flows();
+    for _ in 0..200 {
+        if n == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        n = live_flows();
+    }
+    assert_eq!(n, 0, "the flow outlived its close: {}", agent.logs());
+}
+
+#[test]
 fn garbage_datagrams_are_dropped_and_the_agent_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let agent = Agent::start(dir.path(), &[]).unwrap();

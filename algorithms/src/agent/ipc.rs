@@ -5,7 +5,8 @@
 //! The screen exists because portus trusts its peer: a short or unexpected message makes it panic
 //! or end its loop, and a datapath of another protocol version would be misread silently. Here a
 //! malformed datagram is dropped and counted, a datapath whose VERSION differs from ours is
-//! refused with a message naming both versions, and the name each Create asked for is kept so
+//! refused with a message naming both versions (only its CLOSEs still pass, so that flows it
+//! created before its VERSION arrived end), and the name each Create asked for is kept so
 //! the agent can route the flow (portus itself only passes the name to its own matching).
 
 use ccp_engine::wire::{self, ToAgent};
@@ -348,6 +349,10 @@ where
                         }
                     }
                 }
+                // A refused datapath's flows still close: one it created before its VERSION
+                // arrived would otherwise stay in the agent for good (closing a flow the agent
+                // does not have is a no-op).
+                ToAgent::Close { .. } => keep.push(range),
                 _ if self.is_refused(&addr) => {
                     c.refused.fetch_add(1, Ordering::Relaxed);
                 }
@@ -357,7 +362,7 @@ where
                     }
                     keep.push(range);
                 }
-                ToAgent::Measure { .. } | ToAgent::Close { .. } => keep.push(range),
+                ToAgent::Measure { .. } => keep.push(range),
             }
         }
         // Move the kept messages to the front of the buffer, in order.
