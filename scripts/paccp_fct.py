@@ -281,13 +281,17 @@ def main():
     ap.add_argument("--model", choices=["vbp", "fbp"])
     ap.add_argument("--workload", choices=["websearch", "datamining"])
     ap.add_argument("--loads", default="0.3,0.5,0.8")
-    ap.add_argument("--duration", type=float, default=2.0, help="seconds of arrivals")
+    ap.add_argument("--duration", type=float, default=None,
+                    help="seconds of arrivals (default 2); with --long-lived the run's length "
+                         "(default 4, as the recipes in experiments/recipes/paccp/leaf-spine)")
     ap.add_argument("--seeds", default="1", help="seeds per load; their flows are pooled")
     ap.add_argument("--ccp-sim", default="ccp-sim")
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent / "../../shared/data"),
                     help="the shared data directory (holds workloads/*.csv)")
     ap.add_argument("--out", default="results/paccp-fct")
     a = ap.parse_args()
+    if a.duration is None:
+        a.duration = 4.0 if a.long_lived else 2.0
     if a.long_lived:
         text = long_lived_scenario(a.long_lived, int(a.duration), a.seed)
         if a.write_only:
