@@ -218,8 +218,8 @@ pub struct Ledbat {
     base: BaseDelay,
     /// The last queueing delay computed, µs.
     queuing_delay_us: Option<u64>,
-    /// The queueing delay has reached the target, or a loss has halved the window, at least
-    /// once: the window has found the path's limit.
+    /// The queueing delay has reached the target, or a loss has cut the window (or held it
+    /// below the floor after a timeout), at least once: the window has found the path's limit.
     settled: bool,
 }
 

@@ -375,7 +375,7 @@ fn a_flow_created_before_its_datapath_is_refused_still_closes() {
     raw.send_to(&wire::serialize_close(1), &agent.socket)
         .unwrap();
     let mut n = live_flows();
-    for _ in 0..200 {
+    for _ in 0..500 {
         if n == 0 {
             break;
         }
