@@ -924,6 +924,14 @@ mod tests {
         }
     }
 
+    /// [`report`] that declares `lost` packets lost.
+    fn lossy(now: u64, acked: u64, inflight: u64, lost: u64) -> Measurement {
+        Measurement {
+            lost_packets: lost,
+            ..report(now, acked, inflight, RTT, 5_000_000)
+        }
+    }
+
     /// Every state change while running `path` until `until_us`: `(time µs, round, new state)`.
     fn states(b: &mut Bbr, path: &mut Path, until_us: f64) -> Vec<(u64, u64, Mode)> {
         let mut out = vec![];
@@ -1373,9 +1381,7 @@ mod tests {
         b.calibrate(Fused::Cwnd(100 * MSS as u32));
         let t = 1_000_000;
         b.on_measurement(&report(t, 10 * MSS, 60 * MSS, RTT, 5_000_000));
-        let mut m = report(t + 1_000, 5 * MSS, 50 * MSS, RTT, 5_000_000);
-        m.lost_packets = 3;
-        b.on_measurement(&m);
+        b.on_measurement(&lossy(t + 1_000, 5 * MSS, 50 * MSS, 3));
         assert_eq!(u64::from(b.cwnd()), 55 * MSS, "inflight + acked");
         // Conservation: the window follows inflight + acked, never below.
         b.on_measurement(&report(t + 10_000, 2 * MSS, 40 * MSS, RTT, 5_000_000));
@@ -1395,18 +1401,14 @@ mod tests {
         // Round 1 ends once 10 + 60 packets are delivered; 67 are once the loss's report is in.
         b.on_measurement(&report(t, 10 * MSS, 60 * MSS, RTT, 5_000_000));
         b.on_measurement(&report(t + 1_000, 55 * MSS, 60 * MSS, RTT, 5_000_000));
-        let mut m = report(t + 2_000, 2 * MSS, 50 * MSS, RTT, 5_000_000);
-        m.lost_packets = 1;
-        b.on_measurement(&m);
+        b.on_measurement(&lossy(t + 2_000, 2 * MSS, 50 * MSS, 1));
         assert_eq!(u64::from(b.cwnd()), 52 * MSS, "inflight + acked");
         // The round under way at the loss ends here, but conservation holds for the round the
         // loss started: the window does not grow by what is acknowledged.
         b.on_measurement(&report(t + 3_000, 8 * MSS, 40 * MSS, RTT, 5_000_000));
         assert_eq!(u64::from(b.cwnd()), 52 * MSS);
         // A later loss of the epoch takes its packets off the window.
-        let mut m = report(t + 4_000, MSS, 30 * MSS, RTT, 5_000_000);
-        m.lost_packets = 3;
-        b.on_measurement(&m);
+        b.on_measurement(&lossy(t + 4_000, MSS, 30 * MSS, 3));
         assert_eq!(u64::from(b.cwnd()), 49 * MSS);
         // Once the 50 packets in flight at the loss are delivered, conservation ends and the
         // window grows again (still inside the loss epoch).

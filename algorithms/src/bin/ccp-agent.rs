@@ -503,6 +503,11 @@ fn main() -> Result<()> {
 mod tests {
     use super::*;
 
+    /// The error `--param TEXT` is refused with.
+    fn param_error(text: &str) -> String {
+        parse_params(&[text.into()]).unwrap_err().to_string()
+    }
+
     #[test]
     fn options_that_would_do_nothing_are_refused() {
         // --bill writes the pricing's bills: without --pricing it is refused, not ignored.
@@ -559,27 +564,19 @@ mod tests {
                 "cubicc.beta=0.8"
             ])
         );
-        let e = parse_params(&["cubicc.beta=0.8".into()])
-            .unwrap_err()
-            .to_string();
+        let e = param_error("cubicc.beta=0.8");
         assert!(e.contains("did you mean \"cubic\""), "{e}");
-        let e = parse_params(&["cubic.beta=".into()])
-            .unwrap_err()
-            .to_string();
+        let e = param_error("cubic.beta=");
         assert!(e.contains("cubic.beta"), "{e}");
     }
 
     #[test]
     fn bad_params_are_refused() {
-        let e = parse_params(&["reno.init-cwnd=10ms".into()])
-            .unwrap_err()
-            .to_string();
+        let e = param_error("reno.init-cwnd=10ms");
         assert!(e.contains("number of packets"), "{e}");
-        let e = parse_params(&["renoo.init-cwnd=10".into()])
-            .unwrap_err()
-            .to_string();
+        let e = param_error("renoo.init-cwnd=10");
         assert!(e.contains("did you mean \"reno\""), "{e}");
-        let e = parse_params(&["reno=10".into()]).unwrap_err().to_string();
+        let e = param_error("reno=10");
         assert!(e.contains("ALG.KEY=VALUE"), "{e}");
     }
 }
