@@ -78,7 +78,7 @@
 //! `round-loss-test=true` makes the loss noise filter compare all `+` probes of a probing round
 //! against all its `−` probes instead of each pair's ([`LossTest::Round`]): twice the packets, so
 //! a loss the `+` probes cause stands out of the noise sooner. Off by default: against bbr it
-//! moves Fig. 12's ratio from 0.75 to 0.65, further from the paper's band (with the BBR of
+//! moves Fig. 12's ratio from 0.72 to 0.63, further from the paper's band (with the BBR of
 //! before its ProbeRTT fix, from 1.12 to 1.79; docs/results/hercules.md).
 
 use crate::controller::{Controller, Decision, FlowStart, Fused};

@@ -1134,16 +1134,20 @@ impl<U: Utility> MiEngine<U> {
         &self.completed
     }
 
-    /// The window cap, bytes: two RTTs at the fastest rate still in flight, plus 4 packets.
-    pub fn cwnd(&self) -> u32 {
-        let rtt = self
-            .rtt
+    /// The RTT the window cap allows for: the smoothed RTT, or the latest sample if larger
+    /// (none before the first sample).
+    fn cap_rtt_us(&self) -> Option<f64> {
+        self.rtt
             .srtt_us
             .map(|s| s.max(self.rtt.latest_us.unwrap_or(0.0)))
-            .unwrap_or(match self.cfg.initial_rate {
-                InitialRate::Window { rtt_us, .. } => rtt_us,
-                InitialRate::Fixed(_) => 100_000.0,
-            });
+    }
+
+    /// The window cap, bytes: two RTTs at the fastest rate still in flight, plus 4 packets.
+    pub fn cwnd(&self) -> u32 {
+        let rtt = self.cap_rtt_us().unwrap_or(match self.cfg.initial_rate {
+            InitialRate::Window { rtt_us, .. } => rtt_us,
+            InitialRate::Fixed(_) => 100_000.0,
+        });
         // The fastest MI still in flight: after a rate cut its packets are still out, and a
         // cap at the new rate alone would stall the sender for most of an RTT.
         let rate = self
@@ -1251,9 +1255,8 @@ impl<U: Utility> MiEngine<U> {
     pub fn calibrate(&mut self, fused: Fused) {
         let target = match fused {
             Fused::Rate(r) => r as f64,
-            Fused::Cwnd(w) => match self.rtt.srtt_us {
-                Some(srtt) if srtt > 0.0 => {
-                    let rtt = srtt.max(self.rtt.latest_us.unwrap_or(0.0));
+            Fused::Cwnd(w) => match self.cap_rtt_us() {
+                Some(rtt) if rtt > 0.0 => {
                     // The cap's own allowance, left out; a window of less than twice it (a
                     // Reno member after a timeout) counts half, which meets the first rule at
                     // twice the allowance and stays above nothing.

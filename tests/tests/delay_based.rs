@@ -222,6 +222,11 @@ fn bbr_leaves_startup_on_a_one_bdp_buffer_that_its_startup_overflows() {
     );
     let f = &r.flows[0];
     let retx = f.retransmits as f64 / f.packets_sent as f64;
+    eprintln!(
+        "bbr, one-BDP buffer: utilisation {util:.3}, median queue {median} packets, \
+         retransmits {:.2} % of packets",
+        retx * 100.0
+    );
     assert!(retx < 0.02, "retransmits {:.2} % of packets", retx * 100.0);
 }
 
