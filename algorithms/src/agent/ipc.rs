@@ -9,12 +9,12 @@
 //! created before its VERSION arrived end), and the name each Create asked for is kept so
 //! the agent can route the flow (portus itself only passes the name to its own matching).
 
+use ccp_engine::socket_path::{SocketKind, SocketPathError, clear_stale_socket};
 use ccp_engine::wire::{self, ToAgent};
 use nix::sys::socket::{MsgFlags, UnixAddr, sendto};
 use portus::ipc::Ipc;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,37 +69,16 @@ impl UnixIpc {
         {
             std::fs::create_dir_all(dir)?;
         }
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_socket() => {
-                // Only a socket nobody is bound to (refused) is stale; one that answers, or
-                // one of another kind (a control socket), is someone's.
-                match UnixDatagram::unbound()?.connect(path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                        std::fs::remove_file(path)?
-                    }
-                    other => {
-                        let why = match other {
-                            Ok(()) => "another process (another agent?) is bound to it".into(),
-                            Err(e) => format!("it is not a stale datagram socket ({e})"),
-                        };
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::AddrInUse,
-                            format!("{}: {why}; refusing to replace it", path.display()),
-                        ));
-                    }
-                }
-            }
-            Ok(_) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} exists and is not a socket; refusing to replace it",
-                        path.display()
-                    ),
-                ));
-            }
-            Err(_) => {}
-        }
+        clear_stale_socket(path, SocketKind::Datagram).map_err(|why| {
+            let kind = match why {
+                SocketPathError::NotASocket => std::io::ErrorKind::AlreadyExists,
+                _ => std::io::ErrorKind::AddrInUse,
+            };
+            std::io::Error::new(
+                kind,
+                format!("{} {why}; refusing to replace it", path.display()),
+            )
+        })?;
         let sock = UnixDatagram::bind(path)?;
         sock.set_read_timeout(Some(Duration::from_millis(200)))?;
         // Room for bursts from thousands of flows.
@@ -377,5 +356,33 @@ where
 
     fn close(&mut self) -> portus::Result<()> {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_agent_is_refused_and_a_dead_agents_socket_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run").join("ccp.sock");
+        let counters = Arc::new(IpcCounters::default());
+        // The directory is created; a second agent at the same path is refused, by name.
+        let first = UnixIpc::bind(&path, counters.clone()).unwrap();
+        let e = UnixIpc::bind(&path, counters.clone()).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
+        drop(first);
+        // A socket left by an agent that died (its file outlives it) is replaced.
+        drop(UnixDatagram::bind(&path).unwrap());
+        assert!(path.exists());
+        let again = UnixIpc::bind(&path, counters.clone()).unwrap();
+        drop(again);
+        // A file that is not a socket is never replaced.
+        std::fs::write(&path, "keep me").unwrap();
+        let e = UnixIpc::bind(&path, counters).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     }
 }

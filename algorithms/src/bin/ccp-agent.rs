@@ -11,6 +11,7 @@ use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
 use ccp_algorithms::aggregator::{AggregatorSource, JcceSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
+use ccp_engine::socket_path::{SocketKind, clear_stale_socket};
 use clap::{Parser, Subcommand, ValueEnum};
 use portus::ipc::{BackendBuilder, Blocking, Ipc};
 use std::collections::HashMap;
@@ -173,34 +174,18 @@ const CTL_LINE_MAX: u64 = 64 * 1024;
 /// ...`, or JSON for `flows` and `bill`).
 fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
     use std::io::{BufRead, BufReader, Read, Write};
-    use std::os::unix::fs::FileTypeExt;
-    // Replace only a control socket left by an agent that died: never a live one, nor a file.
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.file_type().is_socket() {
-            bail!(
-                "the control socket path {} exists and is not a socket; refusing to replace it",
-                path.display()
-            );
-        }
-        match std::os::unix::net::UnixStream::connect(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                std::fs::remove_file(path).ok();
-            }
-            Ok(_) => bail!(
-                "the control socket {} is in use (another agent?); refusing to replace it",
-                path.display()
-            ),
-            Err(e) => bail!(
-                "{} is a socket but not a stale control socket ({e}); refusing to replace it",
-                path.display()
-            ),
-        }
-    }
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
     {
         std::fs::create_dir_all(dir).ok();
     }
+    // Replace only a control socket left by an agent that died: never a live one, nor a file.
+    clear_stale_socket(path, SocketKind::Stream).map_err(|why| {
+        anyhow::anyhow!(
+            "the control socket path {} {why}; refusing to replace it",
+            path.display()
+        )
+    })?;
     let listener = std::os::unix::net::UnixListener::bind(path)
         .with_context(|| format!("cannot bind the control socket {}", path.display()))?;
     info!(ctl = %path.display(), "control socket listening");

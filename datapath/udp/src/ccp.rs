@@ -29,6 +29,7 @@
 
 use crate::cc::{AckSample, FlowController, FlowMeta};
 use crate::reno::BuiltinReno;
+use ccp_engine::socket_path::{SocketKind, SocketPathError, clear_stale_socket};
 use ccp_engine::{
     DatapathOps, Engine, EngineConfig, ExtPrimitives, FlowInfo, Primitives, WallClock,
 };
@@ -102,42 +103,7 @@ pub enum CcpError {
     )]
     SameAsAgent(PathBuf),
     #[error("the datapath socket path {path} {why}; remove it or choose another path")]
-    PathTaken { path: PathBuf, why: &'static str },
-}
-
-/// Make room for a datapath socket at `path`: nothing there, or a unix socket nobody answers on
-/// (left by a process that died). A live socket or any other file is left alone and refused.
-fn clear_stale_socket(path: &Path) -> Result<(), CcpError> {
-    use std::os::unix::fs::FileTypeExt;
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return Ok(());
-    };
-    if !meta.file_type().is_socket() {
-        return Err(CcpError::PathTaken {
-            path: path.to_path_buf(),
-            why: "exists and is not a socket",
-        });
-    }
-    let probe = UnixDatagram::unbound().map_err(|source| CcpError::Bind {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    // Only a socket nobody is bound to (refused) is stale; one that answers, or one of another
-    // kind (the agent's control socket), is someone's.
-    match probe.connect(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            let _ = std::fs::remove_file(path);
-            Ok(())
-        }
-        Ok(()) => Err(CcpError::PathTaken {
-            path: path.to_path_buf(),
-            why: "is a socket another process is bound to",
-        }),
-        Err(_) => Err(CcpError::PathTaken {
-            path: path.to_path_buf(),
-            why: "is a socket of another kind (not a stale datagram socket)",
-        }),
-    }
+    PathTaken { path: PathBuf, why: SocketPathError },
 }
 
 /// Counters of the control plane (also in the sender's summary).
@@ -664,7 +630,10 @@ impl ControlPlane {
         if let Some(dir) = local.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        clear_stale_socket(&local)?;
+        clear_stale_socket(&local, SocketKind::Datagram).map_err(|why| CcpError::PathTaken {
+            path: local.clone(),
+            why,
+        })?;
         let sock = UnixDatagram::bind(&local).map_err(|source| CcpError::Bind {
             path: local.clone(),
             source,
@@ -994,7 +963,7 @@ mod tests {
     }
 
     #[test]
-    fn the_datapath_socket_never_replaces_a_live_socket_or_a_file() {
+    fn the_datapath_socket_never_replaces_a_live_socket_and_takes_over_a_stale_one() {
         let dir = tempfile::tempdir().unwrap();
         let agent = dir.path().join("agent.sock");
         let _live = UnixDatagram::bind(&agent).unwrap();
@@ -1009,22 +978,14 @@ mod tests {
         let e = start(&agent).err().unwrap();
         assert!(matches!(e, CcpError::SameAsAgent(_)), "{e}");
         assert!(agent.exists());
-        // Another process's live socket, and a regular file, stay.
+        // Another process's live socket stays (every case of the probe is tested in
+        // ccp_engine::socket_path; this checks the error reaches the user with the path).
         let other = dir.path().join("other.sock");
         let _other = UnixDatagram::bind(&other).unwrap();
         let e = start(&other).err().unwrap();
+        assert!(matches!(e, CcpError::PathTaken { .. }), "{e}");
         assert!(e.to_string().contains("another process is bound"), "{e}");
-        let file = dir.path().join("notes.txt");
-        std::fs::write(&file, "keep me").unwrap();
-        let e = start(&file).err().unwrap();
-        assert!(e.to_string().contains("not a socket"), "{e}");
-        // A listening stream socket (such as the agent's --ctl) is not taken for a stale one.
-        let ctl = dir.path().join("agent.ctl");
-        let _listener = std::os::unix::net::UnixListener::bind(&ctl).unwrap();
-        let e = start(&ctl).err().unwrap();
-        assert!(e.to_string().contains("another kind"), "{e}");
-        assert!(ctl.exists());
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+        assert!(e.to_string().contains(&*other.to_string_lossy()), "{e}");
         // A socket left by a process that died is taken over.
         let stale = dir.path().join("stale.sock");
         drop(UnixDatagram::bind(&stale).unwrap());
