@@ -150,21 +150,35 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .map(|us| std::time::Duration::from_micros(us as u64))
 }
 
-/// As [`parse_duration`], but a bare number is refused: on a command line `--time 30` would
-/// otherwise be 30 µs, not the 30 s a person means.
-pub fn parse_duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
-    if text.trim().parse::<f64>().is_ok() {
+/// Refuse a bare number other than 0 (which means the same in every unit), suggesting `units`.
+fn refuse_bare(text: &str, units: [&str; 3]) -> Result<(), String> {
+    let t = text.trim();
+    if t.parse::<f64>().is_ok_and(|v| v != 0.0) {
+        let [a, b, c] = units;
         return Err(format!(
-            "{text:?} has no unit; write e.g. {0}s, {0}ms or {0}us",
-            text.trim()
+            "{text:?} has no unit; write e.g. {t}{a}, {t}{b} or {t}{c}"
         ));
     }
+    Ok(())
+}
+
+/// As [`parse_duration`], but a bare number other than 0 is refused: on a command line
+/// `--time 30` would otherwise be 30 µs, not the 30 s a person means.
+pub fn parse_duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
+    refuse_bare(text, ["s", "ms", "us"])?;
     parse_duration(text)
 }
 
 /// Parse a rate such as `50mbit` into bytes/s.
 pub fn parse_rate(text: &str) -> Result<u64, String> {
     Unit::Rate.parse(text).map(|v| v as u64)
+}
+
+/// As [`parse_rate`], but a bare number other than 0 is refused: `--rate 100` would otherwise
+/// be 100 bytes/s, not the 100 Mbit/s a person means.
+pub fn parse_rate_with_unit(text: &str) -> Result<u64, String> {
+    refuse_bare(text, ["mbit", "kbit", "Bps"])?;
+    parse_rate(text)
 }
 
 #[cfg(test)]
@@ -186,6 +200,14 @@ mod tests {
         );
         let e = parse_duration_with_unit("30").unwrap_err();
         assert!(e.contains("no unit; write e.g. 30s"), "{e}");
+        assert_eq!(
+            parse_duration_with_unit("0").unwrap(),
+            std::time::Duration::ZERO
+        );
+        let e = parse_rate_with_unit("100").unwrap_err();
+        assert!(e.contains("no unit; write e.g. 100mbit"), "{e}");
+        assert_eq!(parse_rate_with_unit("100mbit").unwrap(), 12_500_000);
+        assert_eq!(parse_rate_with_unit("0").unwrap(), 0);
         assert_eq!(Unit::Bytes.parse("64KiB").unwrap(), 65536.0);
         assert_eq!(Unit::Bytes.parse("200M").unwrap(), 200e6);
         assert_eq!(Unit::Micros.parse("2min").unwrap(), 120e6);

@@ -116,7 +116,7 @@ fn parse_report(s: &str) -> Result<ReportPeriod, String> {
     match s {
         "per-ack" => Ok(ReportPeriod::PerAck),
         "per-rtt" => Ok(ReportPeriod::PerRtt),
-        d => ccp_units::parse_duration(d)
+        d => ccp_units::parse_duration_with_unit(d)
             .map(|t| ReportPeriod::Micros(t.as_micros() as u64))
             .map_err(|e| format!("{e}; or per-ack, per-rtt")),
     }

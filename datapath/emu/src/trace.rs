@@ -156,10 +156,10 @@ impl Schedule {
                     i + 1
                 ))
             })?;
-            let t = ccp_units::parse_duration(t)
+            let t = ccp_units::parse_duration_with_unit(t)
                 .map_err(|e| err(format!("entry {} time: {e}", i + 1)))?;
-            let r =
-                ccp_units::parse_rate(r).map_err(|e| err(format!("entry {} rate: {e}", i + 1)))?;
+            let r = ccp_units::parse_rate_with_unit(r)
+                .map_err(|e| err(format!("entry {} rate: {e}", i + 1)))?;
             let t = t.as_micros() as u64;
             if let Some(&(prev, _)) = segments.last() {
                 if t <= prev {

@@ -886,6 +886,32 @@ fn cli_errors_are_clear() {
     );
     let e = run(&["link".as_ref(), "--rate".as_ref(), "10ms".as_ref()]);
     assert!(e.contains("rate"), "{e}");
+    // Bare numbers: 100 would be bytes/s, 30 and 5 microseconds, not what a person means.
+    let e = run(&["link".as_ref(), "--rate".as_ref(), "100".as_ref()]);
+    assert!(e.contains("no unit; write e.g. 100mbit"), "{e}");
+    let e = run(&[
+        "link".as_ref(),
+        "--schedule".as_ref(),
+        "0:10mbit,5:20mbit".as_ref(),
+    ]);
+    assert!(e.contains("entry 2 time: \"5\" has no unit"), "{e}");
+    let e = run(&[
+        "delay".as_ref(),
+        "10".as_ref(),
+        "--jitter".as_ref(),
+        "5".as_ref(),
+    ]);
+    assert!(e.contains("no unit; write e.g. 5s"), "{e}");
+    let e = run(&[
+        "testbed".as_ref(),
+        "--rate".as_ref(),
+        "10mbit".as_ref(),
+        "--duration".as_ref(),
+        "30".as_ref(),
+        "--sender".as_ref(),
+        "true".as_ref(),
+    ]);
+    assert!(e.contains("no unit; write e.g. 30s"), "{e}");
     let e = run(&["loss".as_ref(), "uplink".as_ref(), "1.5".as_ref()]);
     assert!(e.contains("between 0 and 1"), "{e}");
     let e = run(&["link".as_ref(), "--schedule".as_ref(), "5s:10mbit".as_ref()]);

@@ -135,7 +135,7 @@ pub fn parse_flow_spec(spec: &str) -> Result<FlowSpec> {
                 ))
             }
             "start" => f.start_after = ccp_units::parse_duration_with_unit(v).map_err(bad)?,
-            "cap" => f.rate_cap = Some(ccp_units::parse_rate(v).map_err(bad)?),
+            "cap" => f.rate_cap = Some(ccp_units::parse_rate_with_unit(v).map_err(bad)?),
             other => bail!(
                 "--flow {spec:?}: unknown key {other:?}; expected alg, bytes, time, start, cap"
             ),

@@ -44,7 +44,7 @@ enum Cmd {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         min_group: u32,
         /// A member that has not published for this long is dropped from its group (e.g. 1s, 500ms).
-        #[arg(long, default_value = "1s", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "1s", value_parser = ccp_units::parse_duration_with_unit)]
         member_timeout: Duration,
         /// W: MIs in a member's window; its contribution is the mean of its values over its last
         /// W MIs (1 = the paper's "throughput within an MI"; at most 16).
@@ -52,7 +52,7 @@ enum Cmd {
               value_parser = clap::value_parser!(u32).range(1..=MAX_WINDOW_MIS as i64))]
         window: u32,
         /// Largest accepted difference between a sender's clock and this host's (replay protection).
-        #[arg(long, default_value = "10s", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "10s", value_parser = ccp_units::parse_duration_with_unit)]
         max_clock_skew: Duration,
         /// Most live members over all groups; new members beyond it are refused.
         #[arg(long, default_value_t = 1_000_000)]
@@ -70,7 +70,7 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
         /// How long to wait for the reply.
-        #[arg(long, default_value = "2s", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "2s", value_parser = ccp_units::parse_duration_with_unit)]
         timeout: Duration,
     },
     /// Join a group through the agent's client and publish a constant rate for a number of MIs,
@@ -87,13 +87,13 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         group: u64,
         /// Delivered throughput to publish every MI (e.g. 50mbit, 6MBps).
-        #[arg(long, default_value = "10mbit", value_parser = ccp_units::parse_rate)]
+        #[arg(long, default_value = "10mbit", value_parser = ccp_units::parse_rate_with_unit)]
         rate: u64,
         /// MIs to publish.
         #[arg(long, default_value_t = 10)]
         mis: u64,
         /// MI length.
-        #[arg(long, default_value = "30ms", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "30ms", value_parser = ccp_units::parse_duration_with_unit)]
         interval: Duration,
     },
     /// Write a new random 32-byte key in hexadecimal (to stdout, or to --out with mode 0600).
@@ -119,10 +119,10 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         senders: usize,
         /// Measured duration.
-        #[arg(long, default_value = "5s", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "5s", value_parser = ccp_units::parse_duration_with_unit)]
         duration: Duration,
         /// Warm-up before measuring.
-        #[arg(long, default_value = "1s", value_parser = ccp_units::parse_duration)]
+        #[arg(long, default_value = "1s", value_parser = ccp_units::parse_duration_with_unit)]
         warmup: Duration,
         /// Offered load (updates/s over all senders); default: as fast as --inflight allows.
         #[arg(long)]

@@ -90,13 +90,13 @@ struct LinkArgs {
     #[arg(value_name = "TRACE", num_args = 0..=2)]
     traces: Vec<PathBuf>,
     /// Constant rate of both directions, e.g. 100mbit
-    #[arg(long, value_parser = ccp_units::parse_rate)]
+    #[arg(long, value_parser = ccp_units::parse_rate_with_unit)]
     rate: Option<u64>,
     /// Constant uplink rate
-    #[arg(long, value_parser = ccp_units::parse_rate)]
+    #[arg(long, value_parser = ccp_units::parse_rate_with_unit)]
     uplink_rate: Option<u64>,
     /// Constant downlink rate
-    #[arg(long, value_parser = ccp_units::parse_rate)]
+    #[arg(long, value_parser = ccp_units::parse_rate_with_unit)]
     downlink_rate: Option<u64>,
     /// Rate schedule of both directions: TIME:RATE,... e.g. "0s:20mbit,5s:10mbit" (the last
     /// rate holds; 0 is an outage)
@@ -153,7 +153,7 @@ struct DelayArgs {
     #[arg(value_parser = parse_ms)]
     delay: Duration,
     /// Extra delay within [0, JITTER] in each direction, never reordering
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0ms")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "0ms")]
     jitter: Duration,
     /// How the jitter varies: `smooth` (in time, the same for every packet at a given moment)
     /// or `uniform` (drawn per packet; a packet waits for the one ahead of it)
@@ -207,7 +207,7 @@ struct TestbedArgs {
     #[arg(long, default_value_t = 1)]
     senders: usize,
     /// Bottleneck rate (senders → receiver)
-    #[arg(long, value_parser = ccp_units::parse_rate)]
+    #[arg(long, value_parser = ccp_units::parse_rate_with_unit)]
     rate: Option<u64>,
     /// Bottleneck rate schedule, e.g. "0s:50mbit,10s:20mbit"
     #[arg(long)]
@@ -231,13 +231,13 @@ struct TestbedArgs {
     #[arg(long)]
     log: Option<PathBuf>,
     /// Rate of the return path (receiver → senders)
-    #[arg(long, value_parser = ccp_units::parse_rate)]
+    #[arg(long, value_parser = ccp_units::parse_rate_with_unit)]
     downlink_rate: Option<u64>,
     /// One-way delay each way: ms as a bare number, or with a unit
     #[arg(long, value_parser = parse_ms, default_value = "0")]
     delay: Duration,
     /// Jitter each way, within [0, JITTER] (order-preserving)
-    #[arg(long, value_parser = ccp_units::parse_duration, default_value = "0ms")]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "0ms")]
     jitter: Duration,
     /// How the jitter varies: `smooth` (in time) or `uniform` (drawn per packet)
     #[arg(long, default_value = "smooth")]
@@ -252,7 +252,7 @@ struct TestbedArgs {
     #[arg(long = "sender", required = true)]
     sender: Vec<String>,
     /// Stop everything after this long, e.g. 30s
-    #[arg(long, value_parser = ccp_units::parse_duration)]
+    #[arg(long, value_parser = ccp_units::parse_duration_with_unit)]
     duration: Option<Duration>,
     #[command(flatten)]
     common: Common,
