@@ -171,13 +171,13 @@ impl SenderConfig {
     pub fn validate(&self) -> Result<(), Error> {
         if !(MIN_MSS..=MAX_MSS).contains(&self.mss) {
             return Err(Error::Config(format!(
-                "--mss {} is outside {MIN_MSS}..={MAX_MSS} bytes",
+                "the MSS, {} bytes, is outside {MIN_MSS}..={MAX_MSS} bytes",
                 self.mss
             )));
         }
         if self.init_cwnd_pkts == 0 {
             return Err(Error::Config(
-                "the initial window (--init-cwnd) must be at least 1 packet".into(),
+                "the initial window must be at least 1 packet".into(),
             ));
         }
         if self.flows.is_empty() {
@@ -185,7 +185,7 @@ impl SenderConfig {
         }
         if self.handshake_timeout.is_zero() {
             return Err(Error::Config(
-                "the handshake timeout (--handshake-timeout) must be positive".into(),
+                "the handshake timeout must be positive".into(),
             ));
         }
         if self.dest.port() == 0 {

@@ -134,14 +134,28 @@ fn bad_configurations_are_refused_up_front() {
                 mss: 10,
                 ..base.clone()
             },
-            "mss 10",
+            "MSS, 10 bytes",
         ),
         (
             SenderConfig {
                 mss: 20_000,
                 ..base.clone()
             },
-            "mss 20000",
+            "MSS, 20000 bytes",
+        ),
+        (
+            SenderConfig {
+                init_cwnd_pkts: 0,
+                ..base.clone()
+            },
+            "initial window must be at least 1",
+        ),
+        (
+            SenderConfig {
+                handshake_timeout: std::time::Duration::ZERO,
+                ..base.clone()
+            },
+            "handshake timeout must be positive",
         ),
         (
             SenderConfig {

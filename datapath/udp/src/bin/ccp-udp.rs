@@ -5,6 +5,7 @@ use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
     CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
 };
+use ccp_udp::packet::{MAX_MSS, MIN_MSS};
 use ccp_udp::relay::{RelayConfig, run_relay};
 use ccp_udp::reno::BuiltinReno;
 use ccp_udp::summary::{ReceiverSummary, SenderSummary};
@@ -69,10 +70,11 @@ struct SendArgs {
     #[command(flatten)]
     ccp: CcpArgs,
     /// Payload bytes per packet
-    #[arg(long, default_value_t = 1448)]
+    #[arg(long, default_value_t = 1448,
+          value_parser = clap::value_parser!(u32).range(MIN_MSS as i64..=MAX_MSS as i64))]
     mss: u32,
     /// Initial window, packets
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     init_cwnd: u32,
     #[command(flatten)]
     out: OutputArgs,
@@ -90,7 +92,7 @@ struct SendArgs {
     #[arg(long)]
     no_ecn: bool,
     /// Give up if no receiver answers within this time
-    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "5s")]
+    #[arg(long, value_parser = positive_duration, default_value = "5s")]
     handshake_timeout: Duration,
     /// Window of the one-way delay's base: the excess handed to the agent and traced is over
     /// the smallest one-way delay of the last this-long (0: of the flow's whole life). 10 s
@@ -272,4 +274,13 @@ fn main() -> Result<()> {
         Command::Recv(a) => recv(a),
         Command::Relay(a) => relay(a),
     }
+}
+
+/// A duration with a unit, above zero.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = ccp_units::parse_duration_with_unit(s)?;
+    if d.is_zero() {
+        return Err("must be positive".into());
+    }
+    Ok(d)
 }
