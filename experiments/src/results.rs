@@ -182,13 +182,7 @@ impl Shard {
 
 /// Write `text` to `path` atomically (a temporary file beside it, then a rename).
 pub fn write_atomic(path: &Path, text: &[u8]) -> Result<(), ExpError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| ExpError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| ExpError::io(path, e))
+    ccp_files::write_bytes(path, text).map_err(|e| ExpError::io(path, e))
 }
 
 /// Directory of a finished run.

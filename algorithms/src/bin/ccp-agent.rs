@@ -15,7 +15,7 @@ use ccp_engine::socket_path::{SocketKind, clear_stale_socket};
 use clap::{Parser, Subcommand, ValueEnum};
 use portus::ipc::{BackendBuilder, Blocking, Ipc};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::{error, info};
@@ -321,7 +321,7 @@ where
         .map_err(|e| anyhow::anyhow!("agent loop ended: {e:?}"))
 }
 
-fn write_stats(path: &PathBuf, core: &AgentCore) -> Result<()> {
+fn write_stats(path: &Path, core: &AgentCore) -> Result<()> {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &core.counters;
     let i = &core.screen.counters;
@@ -339,9 +339,7 @@ fn write_stats(path: &PathBuf, core: &AgentCore) -> Result<()> {
         "send_failures": i.send_failures.load(Relaxed),
         "flows_per_algorithm": core.algorithm_counts(),
     });
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&v)?)?;
-    std::fs::rename(&tmp, path)?;
+    ccp_files::write_bytes(path, serde_json::to_vec_pretty(&v)?)?;
     Ok(())
 }
 
@@ -462,11 +460,9 @@ fn main() -> Result<()> {
         error!(error = %e, "could not write stats");
     }
     if let (Some(path), Some(p)) = (&cli.bill, core.pricing()) {
-        let tmp = path.with_extension("tmp");
         let written = serde_json::to_vec_pretty(&p.bill())
             .map_err(anyhow::Error::from)
-            .and_then(|b| std::fs::write(&tmp, b).map_err(anyhow::Error::from))
-            .and_then(|()| std::fs::rename(&tmp, path).map_err(anyhow::Error::from));
+            .and_then(|b| ccp_files::write_bytes(path, b).map_err(anyhow::Error::from));
         if let Err(e) = written {
             error!(error = %e, "could not write the bill");
         }

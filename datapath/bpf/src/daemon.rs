@@ -19,7 +19,7 @@ use ccp_udp::ccp::{BackendKind, CcpConfig, ControlPlane};
 use libbpf_rs::{MapHandle, RingBufferBuilder};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -263,12 +263,9 @@ fn primitives(f: &mut Flow, s: &Sample) -> AckSample {
     }
 }
 
-fn write_stats(path: &PathBuf, stats: &DaemonStats) {
-    let tmp = path.with_extension("tmp");
-    if let Ok(b) = serde_json::to_vec_pretty(stats)
-        && std::fs::write(&tmp, b).is_ok()
-    {
-        let _ = std::fs::rename(&tmp, path);
+fn write_stats(path: &Path, stats: &DaemonStats) {
+    if let Ok(b) = serde_json::to_vec_pretty(stats) {
+        let _ = ccp_files::write_bytes(path, b);
     }
 }
 

@@ -7,7 +7,7 @@
 use crate::controller::{PacketEvent, PacketEventKind};
 use ccp_udp::summary::{Arrival, TRACE_CSV_HEADER, TraceSample, write_trace_rows};
 use serde::{Deserialize, Serialize};
-use std::io::{self, Write};
+use std::io;
 
 /// The sender's account of one flow.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -165,12 +165,13 @@ pub struct ReceiverSummary {
 /// Writes the traces of `flows` as one CSV table with the udp datapath's
 /// [`TRACE_CSV_HEADER`] and row layout ([`ccp_udp::summary::write_trace_rows`]) to `path`.
 pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
-    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "{TRACE_CSV_HEADER}")?;
-    for f in flows {
-        write_trace_rows(&mut w, f.flow_id, &f.trace)?;
-    }
-    w.flush()
+    ccp_files::write_whole(path, |w| {
+        writeln!(w, "{TRACE_CSV_HEADER}")?;
+        for f in flows {
+            write_trace_rows(w, f.flow_id, &f.trace)?;
+        }
+        Ok(())
+    })
 }
 
 /// The header of [`write_packet_csv`]'s table.
@@ -182,20 +183,21 @@ pub const PACKET_CSV_HEADER: &str = "flow_id,event,time_us,packet_sent_us,bytes,
 /// ACK was processed, `packet_sent_us` when the sampled packet left). Times are µs on
 /// s2n-quic's clock from the flow's first data packet, in the order the events happened.
 pub fn write_packet_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
-    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "{PACKET_CSV_HEADER}")?;
-    for f in flows {
-        for e in &f.packets {
-            let event = match e.kind {
-                PacketEventKind::Sent => "sent",
-                PacketEventKind::Rtt => "rtt",
-            };
-            writeln!(
-                w,
-                "{},{event},{},{},{},{}",
-                f.flow_id, e.at_us, e.sent_us, e.bytes, e.rtt_us
-            )?;
+    ccp_files::write_whole(path, |w| {
+        writeln!(w, "{PACKET_CSV_HEADER}")?;
+        for f in flows {
+            for e in &f.packets {
+                let event = match e.kind {
+                    PacketEventKind::Sent => "sent",
+                    PacketEventKind::Rtt => "rtt",
+                };
+                writeln!(
+                    w,
+                    "{},{event},{},{},{},{}",
+                    f.flow_id, e.at_us, e.sent_us, e.bytes, e.rtt_us
+                )?;
+            }
         }
-    }
-    w.flush()
+        Ok(())
+    })
 }

@@ -29,13 +29,10 @@ pub fn self_signed() -> Result<Identity, Error> {
 /// Write `pem` to `path` atomically (write a temporary file, then rename), so a sender that
 /// polls for the file never reads half of it.
 pub fn write_cert(path: &Path, pem: &str) -> Result<(), Error> {
-    let tmp = path.with_extension("tmp");
-    let err = |source| Error::CertificateFile {
+    ccp_files::write_bytes(path, pem).map_err(|source| Error::CertificateFile {
         path: path.to_path_buf(),
         source,
-    };
-    std::fs::write(&tmp, pem).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    })
 }
 
 /// Read a PEM certificate.

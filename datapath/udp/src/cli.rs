@@ -264,7 +264,7 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
 /// Writes `v` as pretty JSON to `path`, through a temporary file renamed into place so readers
 /// never see a partial file.
 pub fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
-    crate::summary::write_whole(path, |w| {
+    ccp_files::write_whole(path, |w| {
         serde_json::to_writer_pretty(&mut *w, v).map_err(std::io::Error::other)
     })
     .with_context(|| format!("writing {}", path.display()))

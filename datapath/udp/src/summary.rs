@@ -234,29 +234,7 @@ pub fn write_trace_csv_to(w: &mut dyn Write, flows: &[SenderSummary]) -> io::Res
 /// ([`write_trace_csv_to`] for any writer): through a temporary file beside it, renamed when
 /// complete, so a failed write leaves no half table.
 pub fn write_trace_csv(path: &std::path::Path, flows: &[SenderSummary]) -> io::Result<()> {
-    write_whole(path, |w| write_trace_csv_to(w, flows))
-}
-
-/// Writes `path` whole or not at all: through `PATH.tmp` beside it, renamed when `write` has
-/// succeeded; on failure the temporary file is removed.
-pub fn write_whole(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
-) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        let mut w = io::BufWriter::new(f);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w);
-        std::fs::rename(&tmp, path)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    ccp_files::write_whole(path, |w| write_trace_csv_to(w, flows))
 }
 
 fn csv_field(s: &str) -> String {
@@ -288,24 +266,6 @@ pub fn mbps(bytes: u64, secs: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_failed_csv_write_leaves_no_file_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        // The target is a directory: the rename fails, and the temporary file goes too.
-        let target = dir.path().join("trace.csv");
-        std::fs::create_dir(&target).unwrap();
-        assert!(write_trace_csv(&target, &[]).is_err());
-        assert!(!dir.path().join("trace.csv.tmp").exists());
-        // A good path gets the whole table and no temporary file.
-        let ok = dir.path().join("ok.csv");
-        write_trace_csv(&ok, &[]).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&ok).unwrap().trim(),
-            TRACE_CSV_HEADER
-        );
-        assert!(!dir.path().join("ok.csv.tmp").exists());
-    }
 
     #[test]
     fn percentiles_and_csv() {

@@ -1,0 +1,111 @@
+//! Output files written whole or not at all.
+//!
+//! Summaries, traces, bills, statistics and certificates are read by other programs, often
+//! while the writer runs (a sender polls for a certificate, a script for a summary). A file
+//! written in place can be seen half-written, and a writer that fails midway leaves a torn
+//! file behind. [`write_whole`] writes into a temporary file beside the target and renames it
+//! over the target only once everything is written: a reader sees the old file or the new one,
+//! never a part, and on failure the target is left as it was and the temporary file removed.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A temporary name beside `path`, unique to this process and call (hidden, so globbing for
+/// results does not pick it up).
+fn temporary_beside(path: &Path) -> PathBuf {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
+/// Write the file at `path` whole: `write` fills a buffered temporary file beside it, which is
+/// then renamed over `path`. On any error (from `write`, the file system or the rename) `path`
+/// keeps its earlier content, if any, and the temporary file is removed.
+pub fn write_whole(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let tmp = temporary_beside(path);
+    let written = std::fs::File::create(&tmp).and_then(|f| {
+        let mut w = io::BufWriter::new(f);
+        write(&mut w)?;
+        w.flush()?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// [`write_whole`] for content already in memory.
+pub fn write_bytes(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+    write_whole(path, |w| w.write_all(bytes.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("summary.csv");
+        write_bytes(&path, "a,b\n1,2\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a,b\n1,2\n");
+
+        let e = write_whole(&path, |w| {
+            w.write_all(b"a,b\n3,")?;
+            Err(io::Error::other("the writer failed midway"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("midway"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a,b\n1,2\n");
+        assert_eq!(entries(dir.path()), ["summary.csv"]);
+
+        // A target that is a directory: the rename fails, and the temporary file goes too.
+        std::fs::create_dir(dir.path().join("trace.csv")).unwrap();
+        assert!(write_bytes(&dir.path().join("trace.csv"), "x").is_err());
+        assert_eq!(entries(dir.path()), ["summary.csv", "trace.csv"]);
+
+        // A directory that does not exist: an error, and nothing created anywhere.
+        let missing = dir.path().join("no-such-dir").join("bill.json");
+        assert!(write_bytes(&missing, "{}").is_err());
+        assert_eq!(entries(dir.path()), ["summary.csv", "trace.csv"]);
+    }
+
+    #[test]
+    fn concurrent_writers_of_one_path_never_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stats.json");
+        let contents: Vec<String> = (0..8).map(|i| format!("{i}").repeat(64 * 1024)).collect();
+        std::thread::scope(|s| {
+            for c in &contents {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_bytes(path, c).unwrap();
+                    }
+                });
+            }
+        });
+        let last = std::fs::read_to_string(&path).unwrap();
+        assert!(contents.contains(&last), "a mix of writers' contents");
+        assert_eq!(entries(dir.path()), ["stats.json"]);
+    }
+}
