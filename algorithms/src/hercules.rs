@@ -46,7 +46,7 @@
 //!   1448-byte MSS, or the minimum requirement if lower; ALGORITHMS.md's start, where the
 //!   paper's text starts from the lower of a predefined 5 kbit/s and `a`, §III-C), doubling
 //!   every MI while the utility rises and the rate stays below `min(b, 1.5·a)` (the engine's
-//!   `slow_start_cap`; 1.5 as ALGORITHMS.md, whatever `max-ratio` is); when the
+//!   `slow_start_cap`; `slow-start-ratio`, 1.5 as ALGORITHMS.md, whatever `max-ratio` is); when the
 //!   utility drops it falls back to the previous MI's rate. A retransmission timeout before any
 //!   MI is scored halves the rate but not below the starting rate (the engine's rule): at
 //!   10 kbit/s a rate halved below it would make MIs of seconds.
@@ -299,6 +299,13 @@ pub const PARAMS: &[ParamSpec] = &[
         default: 0.0,
         help: "the loss noise filter compares all + probes of a probing round against all its - probes (twice one pair's packets) instead of each pair's",
         source: "project choice (off: per pair, as vivace; docs/results/hercules.md, Fig. 12)",
+    },
+    ParamSpec {
+        key: "slow-start-ratio",
+        unit: Unit::Number,
+        default: 1.5,
+        help: "slow start doubles while the rate is below min(b, slow-start-ratio * a), whatever max-ratio is",
+        source: "ALGORITHMS.md (slow start while x < min(b, 1.5 a))",
     },
     ParamSpec {
         key: "slow-start-loss-allowance",
@@ -585,7 +592,7 @@ impl HerculesConfig {
                 min_z: p.get("loss-confidence").max(0.0),
             },
             slow_start: true,
-            slow_start_cap: req.max.min(1.5 * req.min),
+            slow_start_cap: req.max.min(p.get("slow-start-ratio").max(1.0) * req.min),
             slow_start_loss_allowance: p.get("slow-start-loss-allowance").max(0.0),
             moving: true,
             initial_rate: InitialRate::Fixed(
@@ -776,6 +783,18 @@ mod tests {
         assert_eq!(c.utility.req, Requirements::new(1.25e6, 1.875e6, 1.5, true));
         assert_eq!((c.mi.max_rate, c.mi.slow_start_cap), (1.875e6, 1.875e6));
         assert_eq!(c.mi.length.rtts, 1.5);
+        // Slow start stops at 1.5 a even when b may go higher; slow-start-ratio moves it.
+        let wide = config(&[("min", "10mbit"), ("max-ratio", "3")]);
+        assert_eq!(
+            (wide.mi.max_rate, wide.mi.slow_start_cap),
+            (MAX_RATE, 1.875e6)
+        );
+        let wide = config(&[
+            ("min", "10mbit"),
+            ("max-ratio", "3"),
+            ("slow-start-ratio", "2"),
+        ]);
+        assert_eq!(wide.mi.slow_start_cap, 2.5e6);
         let big = config(&[("min", "200mbit")]);
         assert_eq!((big.mi.length.rtts, big.mi.max_rate), (1.0, MAX_RATE));
         assert_eq!(big.mi.length.floor_us, 20_000.0);
