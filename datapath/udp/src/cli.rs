@@ -261,6 +261,30 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// A peer's address as a person writes it: `IP:PORT` (`[::1]:4433` for IPv6), or
+/// `HOST:PORT`, resolved once here to its first IPv4 address (a receiver listening on the
+/// default 0.0.0.0 gets no IPv6 traffic), or its first address if it has none.
+pub fn parse_peer(s: &str) -> std::result::Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    if s.rsplit_once(':')
+        .is_none_or(|(_, port)| port.parse::<u16>().is_err())
+    {
+        return Err(format!("{s:?} is not HOST:PORT or IP:PORT"));
+    }
+    let all: Vec<std::net::SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {s:?}: {e}"))?
+        .collect();
+    all.iter()
+        .find(|a| a.is_ipv4())
+        .or(all.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
 /// Writes `v` as pretty JSON to `path`, through a temporary file renamed into place so readers
 /// never see a partial file.
 pub fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> Result<()> {
@@ -278,6 +302,24 @@ mod tests {
     struct Send {
         #[command(flatten)]
         flows: FlowArgs,
+    }
+
+    #[test]
+    fn peers_are_addresses_or_resolved_host_names() {
+        assert_eq!(
+            parse_peer("127.0.0.1:4433").unwrap(),
+            "127.0.0.1:4433".parse().unwrap()
+        );
+        assert_eq!(parse_peer("[::1]:9").unwrap(), "[::1]:9".parse().unwrap());
+        // localhost resolves without a network (the hosts file), to IPv4 first.
+        assert_eq!(
+            parse_peer("localhost:4433").unwrap(),
+            "127.0.0.1:4433".parse().unwrap()
+        );
+        for bad in ["localhost", "localhost:http", "127.0.0.1:70000", ":4433"] {
+            let e = parse_peer(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
     }
 
     #[test]

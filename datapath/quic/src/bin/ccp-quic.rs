@@ -6,7 +6,7 @@ use ccp_quic::summary::{ReceiverSummary, SenderSummary};
 use ccp_quic::{ReceiverConfig, SenderConfig, run_receiver, run_sender};
 use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
-    CcpArgs, FlowArgs, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
+    CcpArgs, FlowArgs, LogArgs, OutputArgs, parse_peer, print_ccp_counters, stop_flag, write_json,
 };
 use ccp_udp::reno::BuiltinReno;
 use clap::{Args, Parser, Subcommand};
@@ -81,8 +81,8 @@ struct RecvArgs {
 
 #[derive(Args, Debug)]
 struct SendArgs {
-    /// Receiver address
-    #[arg(long)]
+    /// Receiver address: IP:PORT or HOST:PORT
+    #[arg(long, value_parser = parse_peer)]
     to: SocketAddr,
     /// The receiver's certificate (written by `recv --cert-out`); waits up to
     /// --handshake-timeout for the file to appear

@@ -3,7 +3,8 @@
 use anyhow::{Context, Result, bail};
 use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
-    CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, print_ccp_counters, stop_flag, write_json,
+    CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, parse_peer, print_ccp_counters, stop_flag,
+    write_json,
 };
 use ccp_udp::packet::{MAX_MSS, MIN_MSS};
 use ccp_udp::relay::{RelayConfig, run_relay};
@@ -62,8 +63,8 @@ struct RecvArgs {
 
 #[derive(Args, Debug)]
 struct SendArgs {
-    /// Receiver address
-    #[arg(long)]
+    /// Receiver address: IP:PORT or HOST:PORT
+    #[arg(long, value_parser = parse_peer)]
     to: SocketAddr,
     #[command(flatten)]
     flows: FlowArgs,
@@ -107,8 +108,8 @@ struct RelayArgs {
     /// Address clients send to
     #[arg(long)]
     listen: SocketAddr,
-    /// Server address packets are relayed to
-    #[arg(long)]
+    /// Server address packets are relayed to: IP:PORT or HOST:PORT
+    #[arg(long, value_parser = parse_peer)]
     to: SocketAddr,
     /// Drop probability per packet and direction, 0..1
     #[arg(long, default_value_t = 0.0)]
