@@ -863,82 +863,87 @@ fn cli_errors_are_clear() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.trace");
     std::fs::write(&bad, "1\n2\nthree\n").unwrap();
+    let missing = dir.path().join("missing.trace");
     let run = |args: &[&std::ffi::OsStr]| {
         let o = Command::new(emu).args(args).output().unwrap();
-        assert!(!o.status.success());
+        assert!(!o.status.success(), "{args:?} succeeded");
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let b = bad.as_os_str();
     let e = run(&["link".as_ref(), b, b, "--".as_ref(), "true".as_ref()]);
     assert!(e.contains(&format!("{}:3:", bad.display())), "{e}");
-    let e = run(&[
-        "link".as_ref(),
-        "--rate".as_ref(),
-        "10mbit".as_ref(),
-        "--uplink-queue=droptail".as_ref(),
-        "--uplink-queue-args=packets=10, tagret=5".as_ref(),
-    ]);
-    assert!(e.contains("unknown argument \"tagret\""), "{e}");
-    let e = run(&["link".as_ref(), "--uplink-rate".as_ref(), "10mbit".as_ref()]);
-    assert!(
-        e.contains("downlink needs a trace file, --rate or --schedule"),
-        "{e}"
-    );
-    let e = run(&["link".as_ref(), "--rate".as_ref(), "10ms".as_ref()]);
-    assert!(e.contains("rate"), "{e}");
-    // Bare numbers: 100 would be bytes/s, 30 and 5 microseconds, not what a person means.
-    let e = run(&["link".as_ref(), "--rate".as_ref(), "100".as_ref()]);
-    assert!(e.contains("no unit; write e.g. 100mbit"), "{e}");
-    let e = run(&[
-        "link".as_ref(),
-        "--schedule".as_ref(),
-        "0:10mbit,5:20mbit".as_ref(),
-    ]);
-    assert!(e.contains("entry 2 time: \"5\" has no unit"), "{e}");
-    let e = run(&[
-        "delay".as_ref(),
-        "10".as_ref(),
-        "--jitter".as_ref(),
-        "5".as_ref(),
-    ]);
-    assert!(e.contains("no unit; write e.g. 5s"), "{e}");
-    let e = run(&[
-        "testbed".as_ref(),
-        "--rate".as_ref(),
-        "10mbit".as_ref(),
-        "--duration".as_ref(),
-        "30".as_ref(),
-        "--sender".as_ref(),
-        "true".as_ref(),
-    ]);
-    assert!(e.contains("no unit; write e.g. 30s"), "{e}");
-    let e = run(&["loss".as_ref(), "uplink".as_ref(), "1.5".as_ref()]);
-    assert!(e.contains("between 0 and 1"), "{e}");
-    let e = run(&["link".as_ref(), "--schedule".as_ref(), "5s:10mbit".as_ref()]);
-    assert!(e.contains("first entry must start at 0s"), "{e}");
-    let e = run(&[
-        "testbed".as_ref(),
-        "--senders".as_ref(),
-        "3".as_ref(),
-        "--sender".as_ref(),
-        "true".as_ref(),
-        "--sender".as_ref(),
-        "true".as_ref(),
-    ]);
-    assert!(e.contains("give --sender once"), "{e}");
-    let e = run(&[
-        "testbed".as_ref(),
-        "--rate".as_ref(),
-        "10mbit".as_ref(),
-        "--downlink-rate".as_ref(),
-        "0".as_ref(),
-        "--sender".as_ref(),
-        "true".as_ref(),
-    ]);
-    assert!(e.contains("--downlink-rate must be > 0"), "{e}");
-    let missing = dir.path().join("missing.trace");
     let e = run(&["check-trace".as_ref(), missing.as_os_str()]);
     assert!(e.contains("missing.trace"), "{e}");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "link",
+                "--rate",
+                "10mbit",
+                "--uplink-queue=droptail",
+                "--uplink-queue-args=packets=10, tagret=5",
+            ],
+            "unknown argument \"tagret\"",
+        ),
+        (
+            &["link", "--uplink-rate", "10mbit"],
+            "downlink needs a trace file, --rate or --schedule",
+        ),
+        (&["link", "--rate", "10ms"], "does not fit: expected a rate"),
+        // Bare numbers: 100 would be bytes/s, 30 and 5 microseconds, not what a person means.
+        (&["link", "--rate", "100"], "no unit; write e.g. 100mbit"),
+        (
+            &["link", "--schedule", "0:10mbit,5:20mbit"],
+            "entry 2 time: \"5\" has no unit",
+        ),
+        (&["delay", "10", "--jitter", "5"], "no unit; write e.g. 5s"),
+        (
+            &[
+                "testbed",
+                "--rate",
+                "10mbit",
+                "--duration",
+                "30",
+                "--sender",
+                "true",
+            ],
+            "no unit; write e.g. 30s",
+        ),
+        (&["loss", "uplink", "1.5"], "between 0 and 1"),
+        (
+            &["link", "--schedule", "5s:10mbit"],
+            "first entry must start at 0s",
+        ),
+        (
+            &[
+                "testbed",
+                "--senders",
+                "3",
+                "--sender",
+                "true",
+                "--sender",
+                "true",
+            ],
+            "give --sender once",
+        ),
+        (
+            &[
+                "testbed",
+                "--rate",
+                "10mbit",
+                "--downlink-rate",
+                "0",
+                "--sender",
+                "true",
+            ],
+            "--downlink-rate must be > 0",
+        ),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let e = run(&args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
 }
 
 #[test]
