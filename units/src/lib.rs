@@ -153,7 +153,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// Refuse a bare number other than 0 (which means the same in every unit), suggesting `units`.
 fn refuse_bare(text: &str, units: [&str; 3]) -> Result<(), String> {
     let t = text.trim();
-    if t.parse::<f64>().is_ok_and(|v| v != 0.0) {
+    if t.parse::<f64>().is_ok_and(|v| v.is_finite() && v != 0.0) {
         let [a, b, c] = units;
         return Err(format!(
             "{text:?} has no unit; write e.g. {t}{a}, {t}{b} or {t}{c}"
@@ -166,7 +166,9 @@ fn refuse_bare(text: &str, units: [&str; 3]) -> Result<(), String> {
 /// `--time 30` would otherwise be 30 µs, not the 30 s a person means.
 pub fn parse_duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
     refuse_bare(text, ["s", "ms", "us"])?;
-    parse_duration(text)
+    parse_duration(text).map_err(|_| {
+        format!("{text:?} is not a duration with a unit, e.g. 500us, 10ms or 1s (0 needs none)")
+    })
 }
 
 /// Parse a rate such as `50mbit` into bytes/s.
@@ -178,7 +180,9 @@ pub fn parse_rate(text: &str) -> Result<u64, String> {
 /// be 100 bytes/s, not the 100 Mbit/s a person means.
 pub fn parse_rate_with_unit(text: &str) -> Result<u64, String> {
     refuse_bare(text, ["mbit", "kbit", "Bps"])?;
-    parse_rate(text)
+    parse_rate(text).map_err(|_| {
+        format!("{text:?} is not a rate with a unit, e.g. 100mbit, 500kbit or 12500000Bps (0 needs none)")
+    })
 }
 
 #[cfg(test)]
@@ -208,6 +212,22 @@ mod tests {
         assert!(e.contains("no unit; write e.g. 100mbit"), "{e}");
         assert_eq!(parse_rate_with_unit("100mbit").unwrap(), 12_500_000);
         assert_eq!(parse_rate_with_unit("0").unwrap(), 0);
+        // A bad unit is not told that a bare number would do.
+        let e = parse_duration_with_unit("10sec").unwrap_err();
+        assert!(
+            e.contains("not a duration with a unit") && !e.contains("bare"),
+            "{e}"
+        );
+        let e = parse_rate_with_unit("10ms").unwrap_err();
+        assert!(
+            e.contains("not a rate with a unit") && !e.contains("bare"),
+            "{e}"
+        );
+        assert!(
+            parse_duration_with_unit("nan")
+                .unwrap_err()
+                .contains("not a duration")
+        );
         assert_eq!(Unit::Bytes.parse("64KiB").unwrap(), 65536.0);
         assert_eq!(Unit::Bytes.parse("200M").unwrap(), 200e6);
         assert_eq!(Unit::Micros.parse("2min").unwrap(), 120e6);

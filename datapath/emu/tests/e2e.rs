@@ -889,7 +889,7 @@ fn cli_errors_are_clear() {
             &["link", "--uplink-rate", "10mbit"],
             "downlink needs a trace file, --rate or --schedule",
         ),
-        (&["link", "--rate", "10ms"], "does not fit: expected a rate"),
+        (&["link", "--rate", "10ms"], "is not a rate with a unit"),
         // Bare numbers: 100 would be bytes/s, 30 and 5 microseconds, not what a person means.
         (&["link", "--rate", "100"], "no unit; write e.g. 100mbit"),
         (

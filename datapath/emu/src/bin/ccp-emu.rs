@@ -265,14 +265,18 @@ struct CleanupArgs {
     prefix: String,
 }
 
+/// A delay as mahimahi takes it: a bare number (decimals too) is milliseconds; anything else
+/// needs a unit.
 fn parse_ms(s: &str) -> Result<Duration, String> {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<u64>()
-            .map(Duration::from_millis)
-            .map_err(|e| e.to_string());
+    if let Ok(ms) = s.trim().parse::<f64>() {
+        if !ms.is_finite() || ms < 0.0 {
+            return Err(format!(
+                "{s:?} is not a delay: a non-negative number of ms, or e.g. 10ms"
+            ));
+        }
+        return Ok(Duration::from_secs_f64(ms / 1e3));
     }
-    ccp_units::parse_duration(s)
+    ccp_units::parse_duration_with_unit(s)
 }
 
 fn parse_prob(s: &str) -> Result<f64, String> {
@@ -637,5 +641,19 @@ fn main() {
             eprintln!("ccp-emu: {e:#}");
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_delay_is_milliseconds_decimals_too() {
+        assert_eq!(parse_ms("20").unwrap(), Duration::from_millis(20));
+        assert_eq!(parse_ms("2.5").unwrap(), Duration::from_micros(2500));
+        assert_eq!(parse_ms("0.5").unwrap(), Duration::from_micros(500));
+        assert_eq!(parse_ms("250us").unwrap(), Duration::from_micros(250));
+        assert!(parse_ms("-1").is_err() && parse_ms("inf").is_err() && parse_ms("5sec").is_err());
     }
 }
