@@ -11,37 +11,75 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A temporary name beside `path`, unique to this process and call (hidden, so globbing for
-/// results does not pick it up).
-fn temporary_beside(path: &Path) -> PathBuf {
+/// A temporary file beside the target, removed when dropped unless it was renamed into place
+/// (also when the writer panics).
+struct Temporary {
+    path: PathBuf,
+    persisted: bool,
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if !self.persisted {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Create a new temporary file beside `path`, hidden (so globbing for results does not pick it
+/// up) and named by this process, a call counter and the clock. It is created exclusively: a
+/// name already taken (another process of the same id in another PID namespace) is never
+/// shared, the next name is tried.
+fn create_beside(path: &Path) -> io::Result<(std::fs::File, Temporary)> {
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let n = CALLS.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+    let mut tries = 0;
+    loop {
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}-{n}-{nanos}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => {
+                return Ok((
+                    f,
+                    Temporary {
+                        path: tmp,
+                        persisted: false,
+                    },
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Write the file at `path` whole: `write` fills a buffered temporary file beside it, which is
-/// then renamed over `path`. On any error (from `write`, the file system or the rename) `path`
-/// keeps its earlier content, if any, and the temporary file is removed.
+/// then renamed over `path`. On any error (from `write`, the file system or the rename), or a
+/// panic in `write`, `path` keeps its earlier content, if any, and the temporary file is
+/// removed. The file is not synced to disk: a reader or a crash of the process sees the old
+/// file or the new one, a power cut may see neither.
 pub fn write_whole(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let tmp = temporary_beside(path);
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        let mut w = io::BufWriter::new(f);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w);
-        std::fs::rename(&tmp, path)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    let (file, mut tmp) = create_beside(path)?;
+    let mut w = io::BufWriter::new(file);
+    write(&mut w)?;
+    w.flush()?;
+    drop(w);
+    std::fs::rename(&tmp.path, path)?;
+    tmp.persisted = true;
+    Ok(())
 }
 
 /// [`write_whole`] for content already in memory.
@@ -87,6 +125,20 @@ mod tests {
         let missing = dir.path().join("no-such-dir").join("bill.json");
         assert!(write_bytes(&missing, "{}").is_err());
         assert_eq!(entries(dir.path()), ["summary.csv", "trace.csv"]);
+    }
+
+    #[test]
+    fn a_panicking_writer_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bill.json");
+        let r = std::panic::catch_unwind(|| {
+            let _ = write_whole(&path, |w| {
+                w.write_all(b"{")?;
+                panic!("the writer panicked");
+            });
+        });
+        assert!(r.is_err());
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
     }
 
     #[test]
