@@ -70,8 +70,9 @@ impl UnixIpc {
             std::fs::create_dir_all(dir)?;
         }
         clear_stale_socket(path, SocketKind::Datagram).map_err(|why| {
-            let kind = match why {
+            let kind = match &why {
                 SocketPathError::NotASocket => std::io::ErrorKind::AlreadyExists,
+                SocketPathError::Io(e) => e.kind(),
                 _ => std::io::ErrorKind::AddrInUse,
             };
             std::io::Error::new(

@@ -79,7 +79,12 @@ pub fn clear_stale_socket(path: &Path, kind: SocketKind) -> Result<(), SocketPat
                 Err(e) => Err(e.into()),
             }
         }
-        Err(source) => Err(SocketPathError::OtherKind { kind, source }),
+        // EPROTOTYPE: a live socket of the other type. Anything else (EACCES on another
+        // user's socket, ...) is not a finding about the socket's kind.
+        Err(source) if source.raw_os_error() == Some(libc::EPROTOTYPE) => {
+            Err(SocketPathError::OtherKind { kind, source })
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
