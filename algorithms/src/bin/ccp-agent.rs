@@ -457,14 +457,14 @@ fn main() -> Result<()> {
     if let Some(p) = &cli.stats
         && let Err(e) = write_stats(p, &core)
     {
-        error!(error = %e, "could not write stats");
+        error!(path = %p.display(), error = %e, "could not write stats");
     }
     if let (Some(path), Some(p)) = (&cli.bill, core.pricing()) {
         let written = serde_json::to_vec_pretty(&p.bill())
             .map_err(anyhow::Error::from)
             .and_then(|b| ccp_files::write_bytes(path, b).map_err(anyhow::Error::from));
         if let Err(e) = written {
-            error!(error = %e, "could not write the bill");
+            error!(path = %path.display(), error = %e, "could not write the bill");
         }
     }
     if let Some(path) = &cli.ctl {

@@ -143,11 +143,14 @@ pub fn mtu_for(mss: u32, dest: &SocketAddr) -> Result<u16, Error> {
     let overhead = if dest.is_ipv4() { 28 } else { 48 };
     if mss < 1200 {
         return Err(Error::Config(format!(
-            "--mss {mss}: QUIC needs datagrams of at least 1200 bytes"
+            "an MSS of {mss} bytes: QUIC needs datagrams of at least 1200 bytes"
         )));
     }
-    u16::try_from(mss + overhead)
-        .map_err(|_| Error::Config(format!("--mss {mss}: above the largest UDP datagram")))
+    u16::try_from(mss + overhead).map_err(|_| {
+        Error::Config(format!(
+            "an MSS of {mss} bytes is above the largest UDP datagram"
+        ))
+    })
 }
 
 /// Run every flow of `cfg` (concurrently, each after its start delay) with controllers from

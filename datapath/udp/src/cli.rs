@@ -261,6 +261,15 @@ pub fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// A duration with a unit, above zero (a timeout).
+pub fn positive_duration(s: &str) -> std::result::Result<Duration, String> {
+    let d = ccp_units::parse_duration_with_unit(s)?;
+    if d.is_zero() {
+        return Err("must be positive".into());
+    }
+    Ok(d)
+}
+
 /// A peer's address as a person writes it: `IP:PORT` (`[::1]:4433` for IPv6), or
 /// `HOST:PORT`, resolved once here to its first IPv4 address (a receiver listening on the
 /// default 0.0.0.0 gets no IPv6 traffic), or its first address if it has none.
@@ -269,10 +278,18 @@ pub fn parse_peer(s: &str) -> std::result::Result<std::net::SocketAddr, String> 
     if let Ok(a) = s.parse() {
         return Ok(a);
     }
-    if s.rsplit_once(':')
-        .is_none_or(|(_, port)| port.parse::<u16>().is_err())
-    {
+    let Some((host, port)) = s.rsplit_once(':') else {
         return Err(format!("{s:?} is not HOST:PORT or IP:PORT"));
+    };
+    if port.parse::<u16>().is_err() || host.is_empty() {
+        return Err(format!("{s:?} is not HOST:PORT or IP:PORT"));
+    }
+    // `fe80::1:4433` is an address of its own: which colon starts the port is not for us to
+    // guess.
+    if host.contains(':') {
+        return Err(format!(
+            "{s:?}: write an IPv6 address in brackets, e.g. [::1]:4433"
+        ));
     }
     let all: Vec<std::net::SocketAddr> = s
         .to_socket_addrs()
@@ -316,7 +333,13 @@ mod tests {
             parse_peer("localhost:4433").unwrap(),
             "127.0.0.1:4433".parse().unwrap()
         );
-        for bad in ["localhost", "localhost:http", "127.0.0.1:70000", ":4433"] {
+        for bad in [
+            "localhost",
+            "localhost:http",
+            "127.0.0.1:70000",
+            ":4433",
+            "fe80::1:4433",
+        ] {
             let e = parse_peer(bad).unwrap_err();
             assert!(e.contains(bad), "{e}");
         }

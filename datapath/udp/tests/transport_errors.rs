@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ccp_udp::{Amount, Error, SenderConfig};
+use ccp_udp::{Amount, Error, FlowSpec, SenderConfig};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use transport_util::*;
 
@@ -152,10 +152,31 @@ fn bad_configurations_are_refused_up_front() {
         ),
         (
             SenderConfig {
-                handshake_timeout: std::time::Duration::ZERO,
+                handshake_timeout: Duration::ZERO,
                 ..base.clone()
             },
             "handshake timeout must be positive",
+        ),
+        (
+            one_flow("127.0.0.1:9".parse().unwrap(), Amount::Bytes(1 << 49)),
+            "flow 0: 562949953421312 bytes exceed",
+        ),
+        (
+            one_flow(
+                "127.0.0.1:9".parse().unwrap(),
+                Amount::Duration(Duration::ZERO),
+            ),
+            "flow 0: duration must be positive",
+        ),
+        (
+            SenderConfig {
+                flows: vec![FlowSpec {
+                    rate_cap: Some(0),
+                    ..FlowSpec::default()
+                }],
+                ..base.clone()
+            },
+            "flow 0: rate cap must be positive",
         ),
         (
             SenderConfig {

@@ -6,7 +6,8 @@ use ccp_quic::summary::{ReceiverSummary, SenderSummary};
 use ccp_quic::{ReceiverConfig, SenderConfig, run_receiver, run_sender};
 use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
-    CcpArgs, FlowArgs, LogArgs, OutputArgs, parse_peer, print_ccp_counters, stop_flag, write_json,
+    CcpArgs, FlowArgs, LogArgs, OutputArgs, parse_peer, positive_duration, print_ccp_counters,
+    stop_flag, write_json,
 };
 use ccp_udp::reno::BuiltinReno;
 use clap::{Args, Parser, Subcommand};
@@ -93,10 +94,10 @@ struct SendArgs {
     #[command(flatten)]
     ccp: CcpArgs,
     /// Maximum UDP payload per datagram (QUIC packet size), bytes; at least 1200
-    #[arg(long, default_value_t = 1448)]
+    #[arg(long, default_value_t = 1448, value_parser = clap::value_parser!(u32).range(1200..=65487))]
     mss: u32,
     /// Initial window, packets
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     init_cwnd: u32,
     #[command(flatten)]
     out: OutputArgs,
@@ -116,7 +117,7 @@ struct SendArgs {
     #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "100us")]
     pacing_slack: Duration,
     /// Give up if no receiver answers within this time
-    #[arg(long, value_parser = ccp_units::parse_duration_with_unit, default_value = "5s")]
+    #[arg(long, value_parser = positive_duration, default_value = "5s")]
     handshake_timeout: Duration,
 }
 

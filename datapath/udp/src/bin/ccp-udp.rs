@@ -3,8 +3,8 @@
 use anyhow::{Context, Result, bail};
 use ccp_udp::cc::{FlowController, FlowMeta};
 use ccp_udp::cli::{
-    CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, parse_peer, print_ccp_counters, stop_flag,
-    write_json,
+    CcpArgs, FlowArgs, FlowsOut, LogArgs, OutputArgs, parse_peer, positive_duration,
+    print_ccp_counters, stop_flag, write_json,
 };
 use ccp_udp::packet::{MAX_MSS, MIN_MSS};
 use ccp_udp::relay::{RelayConfig, run_relay};
@@ -275,13 +275,4 @@ fn main() -> Result<()> {
         Command::Recv(a) => recv(a),
         Command::Relay(a) => relay(a),
     }
-}
-
-/// A duration with a unit, above zero.
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = ccp_units::parse_duration_with_unit(s)?;
-    if d.is_zero() {
-        return Err("must be positive".into());
-    }
-    Ok(d)
 }
