@@ -304,7 +304,7 @@ pub const PARAMS: &[ParamSpec] = &[
         key: "slow-start-ratio",
         unit: Unit::Number,
         default: 1.5,
-        help: "slow start doubles while the rate is below min(b, slow-start-ratio * a), whatever max-ratio is",
+        help: "slow start doubles while the rate is below min(b, slow-start-ratio * a), whatever max-ratio is (at least 1)",
         source: "ALGORITHMS.md (slow start while x < min(b, 1.5 a))",
     },
     ParamSpec {
