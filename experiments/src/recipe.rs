@@ -738,18 +738,16 @@ impl Reader<'_> {
     /// A duration, µs (a unit is required unless the value is 0).
     pub fn duration(&mut self, n: &Node, field: &str) -> Option<u64> {
         self.parsed(n, field, DURATION, |t| {
-            let bare = t.trim().parse::<f64>().is_ok();
-            let v = ccp_units::Unit::Micros.parse(t).ok()?;
-            (!bare || v == 0.0).then(|| v.round() as u64)
+            ccp_units::parse_duration_with_unit(t)
+                .ok()
+                .map(|d| d.as_micros() as u64)
         })
     }
 
     /// A rate, bytes/s (a unit is required).
     pub fn rate(&mut self, n: &Node, field: &str) -> Option<u64> {
         self.parsed(n, field, RATE, |t| {
-            let bare = t.trim().parse::<f64>().is_ok();
-            let v = ccp_units::Unit::Rate.parse(t).ok()?;
-            (!bare && v >= 1.0).then(|| v.round() as u64)
+            ccp_units::parse_rate_with_unit(t).ok().filter(|&v| v >= 1)
         })
     }
 

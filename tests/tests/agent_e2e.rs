@@ -374,15 +374,11 @@ fn a_flow_created_before_its_datapath_is_refused_still_closes() {
         .unwrap();
     raw.send_to(&wire::serialize_close(1), &agent.socket)
         .unwrap();
-    let mut n = live_flows();
-    for _ in 0..500 {
-        if n == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-        n = live_flows();
-    }
-    assert_eq!(n, 0, "the flow outlived its close: {}", agent.logs());
+    assert!(
+        wait_for(&agent, |_| live_flows() == 0),
+        "the flow outlived its close: {}",
+        agent.logs()
+    );
 }
 
 #[test]

@@ -138,10 +138,13 @@ pub fn wide_limits() -> Result<Limits, Error> {
         .map_err(e)
 }
 
+/// The smallest datagram QUIC allows (RFC 9000 §14), bytes.
+pub const MIN_MSS: u32 = 1200;
+
 /// The IP MTU that makes s2n-quic's maximum datagram size `mss` towards `dest`.
 pub fn mtu_for(mss: u32, dest: &SocketAddr) -> Result<u16, Error> {
     let overhead = if dest.is_ipv4() { 28 } else { 48 };
-    if mss < 1200 {
+    if mss < MIN_MSS {
         return Err(Error::Config(format!(
             "an MSS of {mss} bytes: QUIC needs datagrams of at least 1200 bytes"
         )));

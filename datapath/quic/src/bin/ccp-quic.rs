@@ -94,7 +94,7 @@ struct SendArgs {
     #[command(flatten)]
     ccp: CcpArgs,
     /// Maximum UDP payload per datagram (QUIC packet size), bytes; at least 1200
-    #[arg(long, default_value_t = 1448, value_parser = clap::value_parser!(u32).range(1200..=65487))]
+    #[arg(long, default_value_t = 1448, value_parser = clap::value_parser!(u32).range(ccp_quic::sender::MIN_MSS as i64..))]
     mss: u32,
     /// Initial window, packets
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
