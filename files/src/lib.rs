@@ -1,4 +1,5 @@
-//! Output files written whole or not at all.
+//! Files other processes read or bind: output files written whole or not at all, and the paths
+//! of unix sockets ([`socket_path`]).
 //!
 //! Summaries, traces, bills, statistics and certificates are read by other programs, often
 //! while the writer runs (a sender polls for a certificate, a script for a summary). A file
@@ -6,6 +7,8 @@
 //! file behind. [`write_whole`] writes into a temporary file beside the target and renames it
 //! over the target only once everything is written: a reader sees the old file or the new one,
 //! never a part, and on failure the target is left as it was and the temporary file removed.
+
+pub mod socket_path;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -9,8 +9,8 @@
 //! created before its VERSION arrived end), and the name each Create asked for is kept so
 //! the agent can route the flow (portus itself only passes the name to its own matching).
 
-use ccp_engine::socket_path::{SocketKind, SocketPathError, clear_stale_socket};
 use ccp_engine::wire::{self, ToAgent};
+use ccp_files::socket_path::{SocketKind, SocketPathClaim};
 use nix::sys::socket::{MsgFlags, UnixAddr, sendto};
 use portus::ipc::Ipc;
 use std::collections::{HashMap, HashSet};
@@ -43,7 +43,8 @@ const BACKLOG_LIMIT: usize = 1 << 20;
 /// is retried before every receive; a datapath whose socket is gone loses its backlog.
 pub struct UnixIpc {
     sock: UnixDatagram,
-    path: PathBuf,
+    /// The path, held until the agent stops (dropping it removes the socket file).
+    claim: SocketPathClaim,
     counters: Arc<IpcCounters>,
     backlog: Mutex<Backlog>,
 }
@@ -69,14 +70,9 @@ impl UnixIpc {
         {
             std::fs::create_dir_all(dir)?;
         }
-        clear_stale_socket(path, SocketKind::Datagram).map_err(|why| {
-            let kind = match &why {
-                SocketPathError::NotASocket => std::io::ErrorKind::AlreadyExists,
-                SocketPathError::Io(e) => e.kind(),
-                _ => std::io::ErrorKind::AddrInUse,
-            };
+        let claim = SocketPathClaim::claim(path, SocketKind::Datagram).map_err(|why| {
             std::io::Error::new(
-                kind,
+                why.io_kind(),
                 format!("{} {why}; refusing to replace it", path.display()),
             )
         })?;
@@ -88,7 +84,7 @@ impl UnixIpc {
         let _ = nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::SndBuf, &(8 << 20));
         Ok(UnixIpc {
             sock,
-            path: path.to_path_buf(),
+            claim,
             counters,
             backlog: Mutex::new(Backlog::default()),
         })
@@ -145,13 +141,7 @@ impl UnixIpc {
 
     /// Where the socket is bound.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for UnixIpc {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.claim.path()
     }
 }
 

@@ -11,7 +11,7 @@ use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
 use ccp_algorithms::aggregator::{AggregatorSource, JcceSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
-use ccp_engine::socket_path::{SocketKind, clear_stale_socket};
+use ccp_files::socket_path::{SocketKind, SocketPathClaim};
 use clap::{Parser, Subcommand, ValueEnum};
 use portus::ipc::{BackendBuilder, Blocking, Ipc};
 use std::collections::HashMap;
@@ -171,8 +171,9 @@ fn ctl_send(path: &PathBuf, command: &str) -> Result<String> {
 const CTL_LINE_MAX: u64 = 64 * 1024;
 
 /// Serve the control socket: one command line per connection, one answer (`ok ...`, `error:
-/// ...`, or JSON for `flows` and `bill`).
-fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
+/// ...`, or JSON for `flows` and `bill`). The returned claim holds the path; dropping it
+/// removes the socket file.
+fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<SocketPathClaim> {
     use std::io::{BufRead, BufReader, Read, Write};
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
@@ -180,7 +181,7 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
         std::fs::create_dir_all(dir).ok();
     }
     // Replace only a control socket left by an agent that died: never a live one, nor a file.
-    clear_stale_socket(path, SocketKind::Stream).map_err(|why| {
+    let claim = SocketPathClaim::claim(path, SocketKind::Stream).map_err(|why| {
         anyhow::anyhow!(
             "the control socket path {} {why}; refusing to replace it",
             path.display()
@@ -224,7 +225,7 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<()> {
             let _ = conn.write_all(b"\n");
         }
     });
-    Ok(())
+    Ok(claim)
 }
 
 /// Rewrite `--ALG.KEY=V` and `--ALG.KEY V` into `--param ALG.KEY=V`. No option of the agent
@@ -403,9 +404,10 @@ fn main() -> Result<()> {
         core = core.with_pricing(Arc::new(Pricing::new(policy, time)));
     }
     let core = Arc::new(core);
-    if let Some(path) = &cli.ctl {
-        serve_ctl(path, core.clone())?;
-    }
+    let ctl_claim = match &cli.ctl {
+        Some(path) => Some(serve_ctl(path, core.clone())?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(true));
 
     let mut signals = signal_hook::iterator::Signals::new([
@@ -467,9 +469,7 @@ fn main() -> Result<()> {
             error!(path = %path.display(), error = %e, "could not write the bill");
         }
     }
-    if let Some(path) = &cli.ctl {
-        std::fs::remove_file(path).ok();
-    }
+    drop(ctl_claim);
     if !stop.load(Ordering::SeqCst) {
         info!("ccp-agent stopped");
         return Ok(());

@@ -18,8 +18,6 @@
 //!   tables, fallback timer, message handling and the per-ACK machine;
 //! * `clock` (private, re-exported): [`Clock`] and [`WallClock`];
 //! * `error` (private, re-exported as [`Error`]): every error the engine reports;
-//! * [`socket_path`]: making room for the unix sockets the agent and datapaths bind (a socket
-//!   left by a process that died is replaced, a live one or another file never).
 //!
 //! # Semantics
 //!
@@ -113,7 +111,6 @@ mod clock;
 mod engine;
 mod error;
 mod program;
-pub mod socket_path;
 pub mod wire;
 
 #[cfg(test)]

@@ -29,10 +29,10 @@
 
 use crate::cc::{AckSample, FlowController, FlowMeta};
 use crate::reno::BuiltinReno;
-use ccp_engine::socket_path::{SocketKind, SocketPathError, clear_stale_socket};
 use ccp_engine::{
     DatapathOps, Engine, EngineConfig, ExtPrimitives, FlowInfo, Primitives, WallClock,
 };
+use ccp_files::socket_path::{SocketKind, SocketPathClaim, SocketPathError};
 use std::collections::HashMap;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -606,7 +606,9 @@ pub struct ControlPlane {
     link: Arc<Link>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    local: PathBuf,
+    /// This datapath's socket path, held for the control plane's life (dropping it removes the
+    /// socket file).
+    local: SocketPathClaim,
 }
 
 fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -630,9 +632,11 @@ impl ControlPlane {
         if let Some(dir) = local.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        clear_stale_socket(&local, SocketKind::Datagram).map_err(|why| CcpError::PathTaken {
-            path: local.clone(),
-            why,
+        let claim = SocketPathClaim::claim(&local, SocketKind::Datagram).map_err(|why| {
+            CcpError::PathTaken {
+                path: local.clone(),
+                why,
+            }
         })?;
         let sock = UnixDatagram::bind(&local).map_err(|source| CcpError::Bind {
             path: local.clone(),
@@ -726,7 +730,7 @@ impl ControlPlane {
             link,
             stop,
             thread,
-            local,
+            local: claim,
         })
     }
 
@@ -782,7 +786,7 @@ impl ControlPlane {
 
     /// This datapath's socket.
     pub fn socket(&self) -> &Path {
-        &self.local
+        self.local.path()
     }
 }
 
@@ -792,7 +796,6 @@ impl Drop for ControlPlane {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.local);
     }
 }
 
@@ -979,7 +982,7 @@ mod tests {
         assert!(matches!(e, CcpError::SameAsAgent(_)), "{e}");
         assert!(agent.exists());
         // Another process's live socket stays (every case of the probe is tested in
-        // ccp_engine::socket_path; this checks the error reaches the user with the path).
+        // ccp_files::socket_path; this checks the error reaches the user with the path).
         let other = dir.path().join("other.sock");
         let _other = UnixDatagram::bind(&other).unwrap();
         let e = start(&other).err().unwrap();
