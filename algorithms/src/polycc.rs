@@ -647,6 +647,28 @@ impl Policy {
     }
 }
 
+/// Check a whole PolyCC parameter set where one is given (a recipe's flow, a simulator
+/// scenario's algorithm, a live `set-algorithm`): the policy must hold together
+/// ([`Policy::from_params`]), and neither weights without `fuse=mean` nor a target without
+/// `fuse=closest` may be set. A flow built from a set that fails the first part runs its pilot
+/// alone. Members' parameters (`MEMBER.KEY`) of algorithms that are not members are allowed:
+/// agent-wide settings give them for every algorithm a policy may take in (a run's seed).
+pub fn check_set(p: &ParamSet) -> Result<(), String> {
+    let policy = Policy::from_params(p)?;
+    let fuse = p.text("fuse").unwrap_or(DEFAULT_FUSE);
+    if p.text("weights").is_some() && !matches!(policy.fusion, Fusion::Mean(_)) {
+        return Err(format!(
+            "weights: only fuse=mean uses weights, and fuse is {fuse}"
+        ));
+    }
+    if p.text("target").is_some() && !matches!(policy.fusion, Fusion::Closest(_)) {
+        return Err(format!(
+            "target: only fuse=closest uses a target, and fuse is {fuse}"
+        ));
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // The controller
 // ---------------------------------------------------------------------------------------------
@@ -1314,6 +1336,51 @@ mod tests {
                 "rules:\n  - algorithm: polycc\n    params: {pilot: bbrr}\n"
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn whole_sets_refuse_keys_that_contradict_or_are_ignored() {
+        let check = |kv: &[(&str, &str)]| SPEC.check_set(&params(kv));
+        assert_eq!(check(&[]), Ok(()));
+        assert_eq!(check(&[("fuse", "mean"), ("weights", "2+1")]), Ok(()));
+        assert_eq!(check(&[("fuse", "closest"), ("target", "1.2*bbr")]), Ok(()));
+        // Settings for algorithms that may become members (agent-wide seeds) are allowed.
+        assert_eq!(
+            check(&[("copa.delta", "0.1"), ("hercules.seed", "7")]),
+            Ok(())
+        );
+        for (kv, expected) in [
+            (
+                &[("weights", "0.7+0.3")][..],
+                "weights: only fuse=mean uses weights, and fuse is max",
+            ),
+            (
+                &[("fuse", "mean"), ("target", "250000")],
+                "target: only fuse=closest uses a target, and fuse is mean",
+            ),
+            (
+                &[("fuse", "closest")],
+                "fuse=closest needs a target (target=...)",
+            ),
+            (
+                &[("fuse", "mean"), ("weights", "1+1+1")],
+                "weights: 3 weights for 2 members (bbr, cubic)",
+            ),
+        ] {
+            assert_eq!(check(kv).unwrap_err(), expected, "{kv:?}");
+        }
+        // Agent-wide settings are not whole: a rule or a request completes them.
+        assert!(crate::agent::parse_param_settings(&["polycc.fuse=closest".into()]).is_ok());
+        // A live switch is whole (and a recipe's commands go through the same parser).
+        let e = crate::agent::live::parse_algorithm("polycc:fuse=closest", |s| s.defaults())
+            .unwrap_err();
+        assert!(e.contains("fuse=closest needs a target"), "{e}");
+        assert!(
+            crate::agent::live::parse_algorithm("polycc:fuse=closest,target=2e5", |s| {
+                s.defaults()
+            })
+            .is_ok()
         );
     }
 

@@ -105,6 +105,25 @@ pub fn check_text(alg: &str, key: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// A check of a whole parameter set, for keys that only make sense together.
+type SetCheck = fn(&ParamSet) -> Result<(), String>;
+
+/// Checks of whole parameter sets, per algorithm.
+static SET_CHECKS: &[(&str, SetCheck)] = &[("polycc", crate::polycc::check_set)];
+
+impl AlgorithmSpec {
+    /// Check a complete parameter set of this algorithm where one is given whole (a recipe's
+    /// flow, the agent's flags, a scenario, a live change): keys that contradict or ignore each
+    /// other are refused there, not found out when a flow starts. Single values were checked
+    /// when they were set.
+    pub fn check_set(&self, p: &ParamSet) -> Result<(), String> {
+        match SET_CHECKS.iter().find(|(a, _)| *a == self.name) {
+            Some((_, check)) => check(p),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The algorithm called `name`.
 pub fn find(name: &str) -> Option<&'static AlgorithmSpec> {
     ALL.iter().find(|a| a.name == name)

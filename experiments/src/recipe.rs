@@ -1847,6 +1847,19 @@ fn read_algorithm(
             return None;
         }
     }
+    // Keys that only make sense together (a PolyCC policy), checked on the whole set.
+    let whole = spec
+        .params_from(out.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| e.to_string())
+        .and_then(|set| spec.check_set(&set));
+    if let Err(e) = whole {
+        let (node, f) = match params {
+            Some(p) => (p, join(field, "params")),
+            None => (a, afield),
+        };
+        r.err(node, &f, e);
+        return None;
+    }
     // Every datapath hands the request to the agent in libccp's CREATE message, whose name
     // field carries at most 63 bytes: longer, it would be refused (ccp-sim, ccp-udp,
     // ccp-quic) or cut short.

@@ -211,6 +211,9 @@ impl LiveFlows {
             p.set(f.spec.params, k.trim(), v)
                 .map_err(|e| e.to_string())?;
         }
+        f.spec
+            .check_set(&p)
+            .map_err(|e| format!("flow {target}: {e}"))?;
         // Whether the algorithm takes changes on a live flow, and whether it accepts these
         // values, asked of a controller of the same algorithm built for the check.
         (f.spec.build)(&f.params)
@@ -317,6 +320,8 @@ pub fn parse_algorithm(
         }
         p.set(spec.params, k, v).map_err(|e| e.to_string())?;
     }
+    spec.check_set(&p)
+        .map_err(|e| format!("{requested:?}: {e}"))?;
     Ok((spec, p))
 }
 

@@ -139,6 +139,11 @@ impl AgentCore {
                     p.set_text(k, v);
                 }
             }
+            // The rule's values were checked one by one at load; only here, laid over the
+            // agent's own settings, is the whole set known.
+            if let Err(e) = rule.algorithm.check_set(&p) {
+                warn!(rule = %rule.name, error = %e, "the rule's parameters do not hold together");
+            }
             return (rule.algorithm, p, Choice::Rule(rule.name.clone()));
         }
         if !key.requested.is_empty() {
@@ -150,6 +155,9 @@ impl AgentCore {
                         if let Err(e) = p.set(spec.params, k, v) {
                             warn!(requested = %key.requested, error = %e, "ignoring a parameter the flow asked for");
                         }
+                    }
+                    if let Err(e) = spec.check_set(&p) {
+                        warn!(requested = %key.requested, error = %e, "the flow's parameters do not hold together");
                     }
                     return (spec, p, Choice::Requested);
                 }

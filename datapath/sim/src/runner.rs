@@ -119,7 +119,10 @@ fn check_algorithms(s: &Scenario) -> Result<(), SimError> {
         let (name, overrides) = split_requested(alg);
         let spec =
             registry::lookup(name).map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
-        spec.params_from(overrides)
+        let set = spec
+            .params_from(overrides)
+            .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
+        spec.check_set(&set)
             .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
     }
     Ok(())
