@@ -337,7 +337,17 @@ fn a_flow_created_before_its_datapath_is_refused_still_closes() {
     use ccp_engine::wire;
     let dir = tempfile::tempdir().unwrap();
     let ctl_sock = dir.path().join("agent.ctl");
-    let agent = Agent::start(dir.path(), &["--ctl", ctl_sock.to_str().unwrap()]).unwrap();
+    let stats = dir.path().join("stats.json");
+    let agent = Agent::start(
+        dir.path(),
+        &[
+            "--ctl",
+            ctl_sock.to_str().unwrap(),
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
     let live_flows = || {
         let out = std::process::Command::new(ccp_tests::workspace_bin("ccp-agent").unwrap())
             .args(["ctl", "--ctl", ctl_sock.to_str().unwrap(), "flows"])
@@ -379,6 +389,12 @@ fn a_flow_created_before_its_datapath_is_refused_still_closes() {
         "the flow outlived its close: {}",
         agent.logs()
     );
+    // The measurement was counted as refused and never reached the flow.
+    assert!(agent.stop().unwrap().success());
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert_eq!(s["refused_messages"].as_u64(), Some(1), "{s}");
+    assert_eq!(s["reports"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["flows_closed"].as_u64(), Some(1), "{s}");
 }
 
 #[test]
