@@ -29,6 +29,9 @@ pub struct Machine {
 pub struct Invocation {
     pub command: String,
     pub shard: Option<String>,
+    /// The parts it ran (`--part`); empty: every part.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<String>,
     pub started_unix: u64,
     pub finished_unix: u64,
     pub wall_s: f64,

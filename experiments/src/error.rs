@@ -27,6 +27,9 @@ pub enum ExpError {
     Results(String),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// An option that does not fit the recipe (a part it does not have).
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl ExpError {

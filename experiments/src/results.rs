@@ -145,6 +145,31 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Which parts `names` selects, as a mask over the plan's parts: every part when `names` is
+    /// empty. A name that is not a part of the recipe is an error that lists the parts.
+    pub fn select_parts(&self, names: &[String]) -> Result<Vec<bool>, ExpError> {
+        let mut mask = vec![names.is_empty(); self.parts.len()];
+        for name in names {
+            match self.parts.iter().position(|p| &p.name == name) {
+                Some(i) => mask[i] = true,
+                None => {
+                    let known = self.parts.iter().map(|p| p.name.as_str());
+                    let hint = ccp_algorithms::params::did_you_mean(name, known.clone())
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default();
+                    return Err(ExpError::Usage(format!(
+                        "--part {name}: {} has no part {name:?}{hint}; its parts: {}",
+                        self.name,
+                        known.collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(mask)
+    }
+}
+
 /// A deterministic slice of a plan: run `i` belongs to shard `i mod count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {

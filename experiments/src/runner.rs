@@ -22,6 +22,8 @@ pub struct RunOptions {
     /// Parallel simulator runs (0: the number of cores).
     pub jobs: usize,
     pub shard: Option<Shard>,
+    /// Run only the parts of these names (every part when empty).
+    pub parts: Vec<String>,
     /// Empty the results directory first.
     pub fresh: bool,
     pub bins: Bins,
@@ -36,7 +38,7 @@ pub struct RunOptions {
 /// What a `run` did.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// Runs of the shard (or of the plan).
+    /// Runs of the shard and parts selected (or of the plan).
     pub selected: usize,
     pub executed: usize,
     /// Finished before this invocation (resumed).
@@ -191,6 +193,8 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     let t0 = Instant::now();
     let started = now_unix();
     let plan = Plan::of(exp);
+    // Before the results directory is touched: a bad selection leaves nothing behind.
+    let parts = plan.select_parts(&opts.parts)?;
     let discarded = results::prepare(&opts.out, exp, &plan, opts.fresh)?;
     let console = Console::new(opts.progress);
     let mut outcome = Outcome {
@@ -205,7 +209,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     let selected: Vec<&PlanRun> = plan
         .runs
         .iter()
-        .filter(|r| opts.shard.is_none_or(|s| s.contains(r.index)))
+        .filter(|r| parts[r.part] && opts.shard.is_none_or(|s| s.contains(r.index)))
         .collect();
     outcome.selected = selected.len();
     let (done, todo): (Vec<&PlanRun>, Vec<&PlanRun>) = selected
@@ -337,6 +341,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     env.invocations.push(Invocation {
         command: opts.command.clone(),
         shard: opts.shard.map(|s| s.to_string()),
+        parts: opts.parts.clone(),
         started_unix: started,
         finished_unix: now_unix(),
         wall_s: crate::stats::round_sig(outcome.wall_s, 4),

@@ -397,6 +397,45 @@ fn a_killed_run_resumes_without_redoing_finished_runs() {
 }
 
 #[test]
+fn a_part_run_alone_then_the_rest_equals_the_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("small.yaml");
+    std::fs::write(&recipe, SWEEP).unwrap();
+    let whole = dir.path().join("whole");
+    ccp_exp(&["run", s(&recipe), "--out", s(&whole), "--jobs", "2"]);
+    // A part that is not there is refused, naming the parts, and nothing is written.
+    let bad = dir.path().join("bad");
+    let o = Command::new(exe())
+        .args(["run", s(&recipe), "--out", s(&bad), "--part", "shrot"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "small has no part \"shrot\" (did you mean \"short\"?); its parts: long, short"
+        ),
+        "{err}"
+    );
+    assert!(!bad.exists());
+    // One part alone: only its runs are made.
+    let parted = dir.path().join("parted");
+    let o = ccp_exp(&["run", s(&recipe), "--out", s(&parted), "--part", "short"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1 run(s) of part short: 1 run now"), "{out}");
+    assert!(parted.join("runs/short/p00/r0/run.json").is_file());
+    assert!(!parted.join("runs/long").exists());
+    // The same command without --part runs the rest, and the directory is the whole run's.
+    let o = ccp_exp(&["run", s(&recipe), "--out", s(&parted), "--jobs", "2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("9 run(s): 8 run now, 1 kept from before"),
+        "{out}"
+    );
+    assert_same(&parted, &whole);
+}
+
+#[test]
 fn merged_shards_equal_the_unsharded_run() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("small.yaml");

@@ -44,6 +44,10 @@ enum Command {
         /// Run only the runs i, i+n, i+2n, ... of the plan (0 <= i < n), e.g. --shard $SLURM_ARRAY_TASK_ID/8
         #[arg(long)]
         shard: Option<Shard>,
+        /// Run only the part of this name (repeatable; `ccp-exp list RECIPE` shows the parts).
+        /// The other parts' runs stay to do: the same command without --part runs them later
+        #[arg(long = "part", value_name = "NAME")]
+        parts: Vec<String>,
         /// Discard what the results directory holds and start over
         #[arg(long)]
         fresh: bool,
@@ -65,6 +69,9 @@ enum Command {
         recipe: Option<PathBuf>,
         #[arg(long)]
         shard: Option<Shard>,
+        /// Only the runs of the part of this name (repeatable)
+        #[arg(long = "part", value_name = "NAME")]
+        parts: Vec<String>,
     },
     /// Merge the results directories of the shards of one run, then write the report
     Merge {
@@ -152,6 +159,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             out,
             jobs,
             shard,
+            parts,
             fresh,
             bin_dir,
             no_report,
@@ -183,6 +191,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
                 out: out.clone(),
                 jobs,
                 shard,
+                parts: parts.clone(),
                 fresh,
                 bins: Bins { dir: bin_dir },
                 progress: !no_progress && std::io::stderr().is_terminal(),
@@ -190,8 +199,13 @@ fn dispatch(command: Command) -> Result<ExitCode> {
                 report: !no_report,
             };
             let o = ccp_exp::run(&exp, &opts)?;
+            let of_parts = match parts.as_slice() {
+                [] => String::new(),
+                [one] => format!(" of part {one}"),
+                many => format!(" of parts {}", many.join(", ")),
+            };
             println!(
-                "{}: {} run(s){}: {} run now, {} kept from before, {} failed, in {:.1} s",
+                "{}: {} run(s){of_parts}{}: {} run now, {} kept from before, {} failed, in {:.1} s",
                 exp.name,
                 o.selected,
                 shard.map(|s| format!(" of shard {s}")).unwrap_or_default(),
@@ -260,20 +274,27 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::List {
             recipe: Some(r),
             shard,
+            parts,
         } => {
             let exp = match load(&r) {
                 Ok(e) => e,
                 Err(c) => return Ok(c),
             };
             let plan = Plan::of(&exp);
+            let selected = plan.select_parts(&parts)?;
             println!(
-                "{}: {} part(s), {} run(s)",
+                "{}: {} part(s) ({}), {} run(s)",
                 exp.name,
                 plan.parts.len(),
+                plan.parts
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 plan.runs.len()
             );
             for run in &plan.runs {
-                if shard.is_some_and(|s| !s.contains(run.index)) {
+                if !selected[run.part] || shard.is_some_and(|s| !s.contains(run.index)) {
                     continue;
                 }
                 let label = &plan.parts[run.part].points[run.point].label;
