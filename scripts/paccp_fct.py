@@ -22,7 +22,11 @@ class, as the paper does, to compare what MRG buys. Small <= 100 KB < medium <= 
 
 Usage: scripts/paccp_fct.py --model vbp --workload websearch --loads 0.3,0.5,0.8 \
            [--duration 2] [--seeds 1,2,3] [--ccp-sim PATH] [--out DIR]
-Prints a Markdown table: mean FCT per class and size normalised to BE, and deadline-meet rates.
+Prints a Markdown table: mean FCT per class and size normalised to BE; for medium and big flows
+also the mean FCT per byte (a flow's FCT over its size) normalised to BE, since the big bucket's
+sizes span 1 MB to 1 GB and its mean FCT follows the few largest flows a class happened to draw
+(small flows' FCTs are set by round trips, not by their size); and deadline-meet rates.
+--no-run tabulates the runs already in --out again.
 
 Long-lived flows on the paper's whole fabric (Figs. 4-5), at the same 1/10 scale: 6 leaves, 5
 spines, 40 hosts per leaf (240 hosts), every leaf's hosts 0-19 BE, 20-29 DS (0, 2) and 30-39 MRG
@@ -262,10 +266,12 @@ def analyse(flows_csvs, model):
         done = r["completed"] == "true"
         fct = int(r["fct_ns"]) / 1e9 if done else None
         for bucket in ("overall", size_bucket(r["size"])):
-            s = stats.setdefault((r["class"], bucket), {"fct": [], "met": 0, "n": 0})
+            s = stats.setdefault((r["class"], bucket), {"fct": [], "per_byte": [], "met": 0, "n": 0})
             s["n"] += 1
             if done:
                 s["fct"].append(fct)
+                if r["size"] > 0:
+                    s["per_byte"].append(fct / r["size"])
                 if fct <= deadline:
                     s["met"] += 1
     return stats
@@ -289,6 +295,9 @@ def main():
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent / "../../shared/data"),
                     help="the shared data directory (holds workloads/*.csv)")
     ap.add_argument("--out", default="results/paccp-fct")
+    ap.add_argument("--no-run", action="store_true",
+                    help="tabulate the runs already in --out (same model, workload, loads and "
+                         "seeds) without running them again")
     a = ap.parse_args()
     if a.duration is None:
         a.duration = 4.0 if a.long_lived else 2.0
@@ -313,31 +322,41 @@ def main():
     out = Path(a.out) / f"{a.model}-{a.workload}"
     out.mkdir(parents=True, exist_ok=True)
     print(f"| load | class | FCT overall / small / medium / big (x BE) | "
+          f"FCT per byte medium / big (x BE) | "
           f"deadline met overall / small / medium / big | flows (done) |")
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for load in [float(x) for x in a.loads.split(",")]:
         runs = []
         for seed in [int(x) for x in a.seeds.split(",")]:
             d = out / f"load{load}-seed{seed}"
-            path = out / f"load{load}-seed{seed}.yaml"
-            path.write_text(scenario(a.model, cdf, load, a.duration, seed))
-            subprocess.run([a.ccp_sim, "run", str(path), "--out", str(d)], check=True,
-                           stdout=subprocess.DEVNULL)
+            if a.no_run:
+                if not (d / "flows.csv").is_file():
+                    sys.exit(f"--no-run: no run at {d} (run without --no-run first)")
+            else:
+                path = out / f"load{load}-seed{seed}.yaml"
+                path.write_text(scenario(a.model, cdf, load, a.duration, seed))
+                subprocess.run([a.ccp_sim, "run", str(path), "--out", str(d)], check=True,
+                               stdout=subprocess.DEVNULL)
             runs.append(d / "flows.csv")
         stats = analyse(runs, a.model)
 
-        def mean_fct(c, b):
-            v = stats.get((c, b), {"fct": []})["fct"]
+        def mean_of(key, c, b):
+            v = stats.get((c, b), {key: []})[key]
             return sum(v) / len(v) if v else float("nan")
 
+        def against_be(key, c, buckets):
+            return " / ".join(f"{mean_of(key, c, b) / mean_of(key, 'be', b):.2f}"
+                              for b in buckets)
+
         for c in ("be", "ds", "mrg"):
-            fcts = " / ".join(f"{mean_fct(c, b) / mean_fct('be', b):.2f}"
-                              for b in ("overall", "small", "medium", "big"))
+            fcts = against_be("fct", c, ("overall", "small", "medium", "big"))
+            per_byte = against_be("per_byte", c, ("medium", "big"))
             dmr = " / ".join(
                 f"{100 * stats[(c, b)]['met'] / stats[(c, b)]['n']:.0f} %"
                 if (c, b) in stats else "-" for b in ("overall", "small", "medium", "big"))
             s = stats.get((c, "overall"), {"n": 0, "fct": []})
-            print(f"| {load:.0%} | {c.upper()} | {fcts} | {dmr} | {s['n']} ({len(s['fct'])}) |")
+            print(f"| {load:.0%} | {c.upper()} | {fcts} | {per_byte} | {dmr} | "
+                  f"{s['n']} ({len(s['fct'])}) |")
         sys.stdout.flush()
 
 
