@@ -66,8 +66,14 @@ fn five_flows_with(alg: &str, all_unbounded: bool, extra: &str) -> Vec<FlowSpec>
         .enumerate()
         .map(|(i, &a)| {
             let bounded = !all_unbounded && i < 4;
+            // Short enough for libccp's 63-byte name with a variant's parameters after it.
+            let min = match a {
+                a if a >= 1_000_000 => format!("{}mbit", a / 1_000_000),
+                a => format!("{}kbit", a / 1_000),
+            };
             let name = if alg == "hercules" {
-                format!("hercules:min={a}bit,bounded={bounded}{extra}")
+                let bounded = if bounded { ",bounded=true" } else { "" };
+                format!("hercules:min={min}{bounded}{extra}")
             } else {
                 alg.to_string()
             };
@@ -516,6 +522,39 @@ fn fairness_against_other_protocols_table() {
             "cubic, cubic, {other}: {x:.2?} Mbit/s, ratio {:.2}",
             x[0] / x[2]
         );
+    }
+}
+
+#[test]
+#[ignore = "measurement for docs/results/hercules.md (the variant table: nine Hercules settings, each the five-flow all-unbounded sweep and Fig. 12 over four seeds; 9 + 195 runs, about 3 minutes)"]
+fn variant_table() {
+    // The best baseline's worst case, measured here beside the variants.
+    let best = ["cubic", "bbr", "vivace"]
+        .iter()
+        .map(|alg| sweep(alg, true).0)
+        .fold(0.0, f64::max);
+    for extra in [
+        "loss-confidence=2",
+        "increase-only=true",
+        "increase-only=true,latency-filter=0",
+        "latency-filter=0.02",
+        "latency-filter=0",
+        "loss-confidence=1",
+        "loss-confidence=0.5",
+        "loss-confidence=0",
+        "paper-form=true",
+    ] {
+        let (w, big, util) = sweep(&format!("hercules,{extra}"), true);
+        eprintln!(
+            "{extra}: 100 Mbit/s flow {big:.3?}, worst {w:.3} ({:.2}x the best baseline's \
+             {best:.3}), utilisation {util:.3?}",
+            w / best
+        );
+        if extra.starts_with("paper-form") {
+            let (sat, loss, ..) = bottleneck(&format!("hercules,{extra}"), CAPACITIES[0]);
+            eprintln!("{extra}, 95 Mbit/s: satisfaction {sat:.3?}, loss {loss:.3}");
+        }
+        fairness_row(extra);
     }
 }
 
