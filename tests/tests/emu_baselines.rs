@@ -754,7 +754,9 @@ fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     // in eight) queues, at most a quarter BDP (5 ms here), and the 0.75 phase after it drains
     // that. So the queue of a BBR that does not pace above the link rate is empty most of the
     // time, as the kernel's BBR shows on this very link. Bound: at most twice the kernel's
-    // median, or a quarter of the base RTT (one probe's quarter BDP, 5 ms), whichever is larger.
+    // median in the same run, or 0.4 base RTT (8 ms), whichever is larger. The floor is the
+    // kernel's own range: its median was 2.6-7.5 ms over the 8 runs below, so a run where the
+    // kernel happens to queue little does not hold ours to less than the kernel keeps in others.
     // A BBR whose gain-1 phases pace above the link rate queues the excess until its in-flight
     // cap (2 BDP) binds, i.e. up to one BDP (20 ms); a loss-based flow queues the buffer (80 ms).
     //
@@ -769,18 +771,20 @@ fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     // Measured (8 runs, the current BBR): ours 1.0, 1.4, 1.6, 1.6, 2.1, 3.0, 4.7 and 4.8 ms at
     // the median (0.05-0.24 base RTT), 5.8-11.0 ms at p95, utilisation 99.6-100 %; kernel BBR
     // 2.6-7.5 ms, 6.9-17.8 ms, 100 %. The two runs near 5 ms are the closest to the bound (5.6
-    // and 6.2 ms there: twice the kernel's median in the same run; the floor is 5.1 ms). The
-    // bound tells a BBR that keeps the queue short from one that stands a BDP or the buffer in
-    // it; it did not catch the rise from the earlier BBR's 0.4-0.7 ms, which is within it.
+    // and 6.2 ms there: twice the kernel's median in the same run). Under the former floor of a
+    // quarter base RTT (5 ms) those runs left 15-25 % of margin, and a run where the kernel
+    // queued little could fail on ours alone. The bound tells a BBR that keeps the queue short
+    // from one that stands a BDP (20 ms, 2.5 times the floor) or the buffer in it; it did not
+    // catch the rise from the earlier BBR's 0.4-0.7 ms, which is within it.
     // Without the margin (`bbr:pacing-margin=0`, 7 runs of an earlier BBR, which queued 0.4-0.7
     // ms with it) ours was 0.5, 0.7, 1.7, 4.3, 10.4, 14.7 and 14.8 ms at the median (p95 up to 20
     // ms): the queue grows by 2-4 ms/s when the run's estimate is high (0.3 % in the 14.7 ms
     // runs), until in-flight meets the 2-BDP window.
-    let bound = (2.0 * kernels).max(0.25 * base);
+    let bound = (2.0 * kernels).max(0.4 * base);
     assert!(
         ours <= bound,
         "our bbr queues {ours:.1} ms at the median ({:.2} base RTT), kernel bbr {kernels:.1} ms: \
-         above max(2 × kernel, 0.25 base RTT) = {bound:.1} ms{}",
+         above max(2 × kernel, 0.4 base RTT) = {bound:.1} ms{}",
         ours / base,
         t.render()
     );
