@@ -53,7 +53,9 @@ struct Cli {
     #[arg(long, value_enum, default_value = "unix")]
     ipc: IpcKind,
 
-    /// Path of the agent's unix socket (with --ipc unix); datapaths send to it
+    /// Path of the agent's unix socket (with --ipc unix); datapaths send to it. A socket left
+    /// there by an agent that died is replaced; a live one is refused. The agent holds
+    /// PATH.lock beside it while it runs, and removes both when it stops
     #[arg(long, default_value = "/tmp/ccp/agent.sock")]
     socket: PathBuf,
 

@@ -169,7 +169,9 @@ pub struct CcpArgs {
     /// The agent's unix socket
     #[arg(long, default_value = "/tmp/ccp/agent.sock")]
     pub agent: PathBuf,
-    /// This datapath's unix socket (default: beside the agent's)
+    /// This datapath's unix socket (default: ccp-udp-PID.sock beside the agent's). A socket
+    /// left there by a process that died is replaced, a live one refused; PATH.lock is held
+    /// beside it while the sender runs
     #[arg(long)]
     pub socket: Option<PathBuf>,
     /// libccp implementation: the C libccp (as in ccp-kernel) or the project's engine
