@@ -10,8 +10,8 @@
 //! find it stale, and the second one to remove it unlinks the socket the first has just bound.
 //! So the probe runs under an exclusive lock on a file beside the socket (`<path>.lock`), held
 //! for as long as the claim lives. A second process asking for the path while the first holds
-//! it is told the path is in use, without probing. The claim removes the socket and the lock
-//! file when dropped.
+//! it is told the path is in use, without probing. When dropped, the claim removes the socket
+//! it was told it bound ([`SocketPathClaim::bound`]) and the lock file.
 //!
 //! A process that does not take the lock (another CCP implementation binding the same path) is
 //! still protected by the probe: its live socket is never removed.
@@ -71,6 +71,17 @@ pub enum SocketPathError {
 }
 
 impl SocketPathError {
+    /// What a user can do about it, to follow the message.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            SocketPathError::NotASocket => "remove it or choose another path",
+            SocketPathError::InUse | SocketPathError::Claimed { .. } => {
+                "stop the process that holds it or choose another path"
+            }
+            SocketPathError::OtherKind { .. } | SocketPathError::Io(_) => "choose another path",
+        }
+    }
+
     /// The `io::ErrorKind` closest to this error, for callers that report an `io::Error`.
     pub fn io_kind(&self) -> io::ErrorKind {
         match self {
@@ -82,14 +93,15 @@ impl SocketPathError {
 }
 
 /// The right to bind a socket at a path, held until dropped. Dropping it removes the socket
-/// file at the path (if one is there) and the lock file, then releases the lock.
+/// bound under it (the very file [`SocketPathClaim::bound`] recorded, if it is still there) and
+/// the lock file, then releases the lock.
 #[derive(Debug)]
 pub struct SocketPathClaim {
     path: PathBuf,
     lock_path: PathBuf,
     lock: Option<File>,
-    /// Whether the path was made free: only then is a socket found there at the end ours.
-    cleared: bool,
+    /// Device and inode of the socket bound at the path under this claim.
+    bound: Option<(u64, u64)>,
 }
 
 /// How many times a lock file unlinked under us (by a claim being dropped) is opened afresh.
@@ -106,15 +118,22 @@ impl SocketPathClaim {
         let lock_path = PathBuf::from(lock_name);
         let lock = lock_beside(&lock_path)?;
         // From here on, dropping the claim releases the lock (and removes the lock file).
-        let mut claim = SocketPathClaim {
+        let claim = SocketPathClaim {
             path: path.to_path_buf(),
             lock_path,
             lock: Some(lock),
-            cleared: false,
+            bound: None,
         };
         clear_stale(path, kind)?;
-        claim.cleared = true;
         Ok(claim)
+    }
+
+    /// Record the socket just bound at the path as this claim's: dropping the claim removes
+    /// that file, and only that file (not a socket another process put there instead).
+    pub fn bound(&mut self) -> io::Result<()> {
+        let meta = std::fs::symlink_metadata(&self.path)?;
+        self.bound = Some((meta.dev(), meta.ino()));
+        Ok(())
     }
 
     /// The claimed socket path.
@@ -125,15 +144,16 @@ impl SocketPathClaim {
 
 impl Drop for SocketPathClaim {
     fn drop(&mut self) {
-        // Only a socket, and only on a path this claim made free: a file put there since by
-        // something else, or the live socket a failed claim found, is not ours to remove.
-        if self.cleared
-            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_socket())
+        // Only the socket bound under this claim: a file another process put there (a bind that
+        // failed because it did, a socket that replaced ours) is not ours to remove.
+        if let Some(bound) = self.bound
+            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == bound)
         {
             let _ = std::fs::remove_file(&self.path);
         }
-        // Unlink before unlocking: a process that opened this lock file and waits for it will
-        // find, once it has the lock, that the path names another file (or none), and retry.
+        // Unlink before unlocking: a process that opened this lock file before the unlink and
+        // locks it after the release finds that the path names another file (or none), and
+        // opens it again (see `lock_beside`).
         let _ = std::fs::remove_file(&self.lock_path);
         drop(self.lock.take());
     }
@@ -143,17 +163,25 @@ impl Drop for SocketPathClaim {
 /// file locked is the one the path still names.
 fn lock_beside(lock_path: &Path) -> Result<File, SocketPathError> {
     for _ in 0..LOCK_TRIES {
+        // Never through a symlink: one planted in a shared directory would have this process
+        // create a file wherever it points.
         let file = match OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(lock_path)
         {
             Ok(f) => f,
-            // A lock file left by another user: a shared lock needs no write access.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(lock_path)?,
+            // A lock file left by another user: Linux's flock takes an exclusive lock on a file
+            // opened read-only too. If it cannot be opened either, the first error says why.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(lock_path)
+                .map_err(|_| e)?,
             Err(e) => return Err(e.into()),
         };
         match file.try_lock() {
@@ -165,8 +193,8 @@ fn lock_beside(lock_path: &Path) -> Result<File, SocketPathError> {
             }
             Err(TryLockError::Error(e)) => return Err(e.into()),
         }
-        // The holder we waited on may have unlinked the file before releasing it: then a lock
-        // on it guards nothing, and the path must be opened again.
+        // A holder that released the lock between our open and our lock had unlinked the file
+        // first: a lock on it guards nothing, and the path must be opened again.
         let held = file.metadata()?;
         match std::fs::metadata(lock_path) {
             Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => return Ok(file),
@@ -264,7 +292,7 @@ mod tests {
         let held_ctl = claim("stale.ctl", SocketKind::Stream).unwrap();
         UnixListener::bind(held_ctl.path()).unwrap();
 
-        // No failed claim left a lock file behind.
+        // No dropped claim, failed or not, left a lock file behind.
         for name in ["none.sock", "notes.txt", "live.sock", "live.ctl"] {
             assert!(!at(&format!("{name}.lock")).exists(), "{name}.lock");
         }
@@ -276,7 +304,7 @@ mod tests {
         let path = dir.path().join("agent.sock");
         let lock = dir.path().join("agent.sock.lock");
 
-        let first = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
+        let mut first = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
         assert!(lock.exists());
         // Refused before it is bound (while the first process is starting up) ...
         let e = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap_err();
@@ -284,22 +312,49 @@ mod tests {
         assert!(e.to_string().contains("agent.sock.lock"), "{e}");
         // ... and after; the live socket is not touched.
         let _sock = UnixDatagram::bind(first.path()).unwrap();
+        first.bound().unwrap();
         let e = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap_err();
         assert!(matches!(e, SocketPathError::Claimed { .. }), "{e}");
         assert!(path.exists());
 
-        // Dropping the claim removes the socket and the lock file; the path is free again.
+        // Dropping the claim removes its socket and the lock file; the path is free again.
         drop(first);
         assert!(!path.exists() && !lock.exists());
-        let again = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
-        UnixDatagram::bind(again.path()).unwrap();
 
-        // A file put at the path after the claim is not the claim's to remove.
-        drop(again);
-        let other = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
+        // What another process put at the path is not the claim's to remove: a socket bound
+        // between the probe and our bind (which then fails), a socket that replaced ours, a
+        // file.
+        let claim = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
+        let _theirs = UnixDatagram::bind(&path).unwrap();
+        assert!(UnixDatagram::bind(claim.path()).is_err());
+        drop(claim);
+        assert!(UnixDatagram::unbound().unwrap().connect(&path).is_ok());
+        std::fs::remove_file(&path).unwrap();
+
+        let mut claim = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
+        let _ours = UnixDatagram::bind(claim.path()).unwrap();
+        claim.bound().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let _replacement = UnixDatagram::bind(&path).unwrap();
+        drop(claim);
+        assert!(UnixDatagram::unbound().unwrap().connect(&path).is_ok());
+        std::fs::remove_file(&path).unwrap();
+
+        let claim = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap();
         std::fs::write(&path, "not a socket").unwrap();
-        drop(other);
+        drop(claim);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+    }
+
+    #[test]
+    fn a_lock_file_is_never_opened_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sock");
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("agent.sock.lock")).unwrap();
+        let e = SocketPathClaim::claim(&path, SocketKind::Datagram).unwrap_err();
+        assert!(matches!(e, SocketPathError::Io(_)), "{e}");
+        assert!(!elsewhere.exists());
     }
 
     /// Processes starting at once on one stale path: with probing alone, a late prober could

@@ -70,13 +70,14 @@ impl UnixIpc {
         {
             std::fs::create_dir_all(dir)?;
         }
-        let claim = SocketPathClaim::claim(path, SocketKind::Datagram).map_err(|why| {
+        let mut claim = SocketPathClaim::claim(path, SocketKind::Datagram).map_err(|why| {
             std::io::Error::new(
                 why.io_kind(),
                 format!("{} {why}; refusing to replace it", path.display()),
             )
         })?;
         let sock = UnixDatagram::bind(path)?;
+        claim.bound()?;
         sock.set_read_timeout(Some(Duration::from_millis(200)))?;
         // Room for bursts from thousands of flows.
         let fd = std::os::fd::AsFd::as_fd(&sock);

@@ -183,7 +183,7 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<SocketPathClaim> {
         std::fs::create_dir_all(dir).ok();
     }
     // Replace only a control socket left by an agent that died: never a live one, nor a file.
-    let claim = SocketPathClaim::claim(path, SocketKind::Stream).map_err(|why| {
+    let mut claim = SocketPathClaim::claim(path, SocketKind::Stream).map_err(|why| {
         anyhow::anyhow!(
             "the control socket path {} {why}; refusing to replace it",
             path.display()
@@ -191,6 +191,9 @@ fn serve_ctl(path: &PathBuf, core: Arc<AgentCore>) -> Result<SocketPathClaim> {
     })?;
     let listener = std::os::unix::net::UnixListener::bind(path)
         .with_context(|| format!("cannot bind the control socket {}", path.display()))?;
+    claim
+        .bound()
+        .with_context(|| format!("cannot read the control socket {}", path.display()))?;
     info!(ctl = %path.display(), "control socket listening");
     std::thread::spawn(move || {
         for conn in listener.incoming() {

@@ -102,7 +102,7 @@ pub enum CcpError {
         "the datapath socket {0} is the agent's: give the datapath a path of its own (or none)"
     )]
     SameAsAgent(PathBuf),
-    #[error("the datapath socket path {path} {why}; remove it or choose another path")]
+    #[error("the datapath socket path {path} {why}; {}", why.hint())]
     PathTaken { path: PathBuf, why: SocketPathError },
 }
 
@@ -632,13 +632,17 @@ impl ControlPlane {
         if let Some(dir) = local.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let claim = SocketPathClaim::claim(&local, SocketKind::Datagram).map_err(|why| {
+        let mut claim = SocketPathClaim::claim(&local, SocketKind::Datagram).map_err(|why| {
             CcpError::PathTaken {
                 path: local.clone(),
                 why,
             }
         })?;
         let sock = UnixDatagram::bind(&local).map_err(|source| CcpError::Bind {
+            path: local.clone(),
+            source,
+        })?;
+        claim.bound().map_err(|source| CcpError::Bind {
             path: local.clone(),
             source,
         })?;
