@@ -647,21 +647,21 @@ impl Policy {
     }
 }
 
-/// Check a whole PolyCC parameter set where one is given (a recipe's flow, a simulator
-/// scenario's algorithm, a live `set-algorithm`): the policy must hold together
-/// ([`Policy::from_params`]), and neither weights without `fuse=mean` nor a target without
-/// `fuse=closest` may be set. A flow built from a set that fails the first part runs its pilot
-/// alone. Members' parameters (`MEMBER.KEY`) of algorithms that are not members are allowed:
-/// agent-wide settings give them for every algorithm a policy may take in (a run's seed).
-pub fn check_set(p: &ParamSet) -> Result<(), String> {
-    let policy = Policy::from_params(p)?;
-    let fuse = p.text("fuse").unwrap_or(DEFAULT_FUSE);
-    if p.text("weights").is_some() && !matches!(policy.fusion, Fusion::Mean(_)) {
+/// Check the PolyCC parameters a flow will run with ([`AlgorithmSpec::check_set`]): the policy
+/// of `whole` must hold together ([`Policy::from_params`]), and `own`, the keys the caller's
+/// layer gives, may not set weights without `fuse=mean` or a target without `fuse=closest` (as
+/// `whole` has it). A flow built from a set whose policy does not hold runs its pilot alone.
+/// Members' parameters (`MEMBER.KEY`) of algorithms that are not members are allowed: agent-wide
+/// settings give them for every algorithm a policy may take in (a run's seed).
+pub fn check_set(whole: &ParamSet, own: &ParamSet) -> Result<(), String> {
+    let policy = Policy::from_params(whole)?;
+    let fuse = whole.text("fuse").unwrap_or(DEFAULT_FUSE);
+    if own.text("weights").is_some() && !matches!(policy.fusion, Fusion::Mean(_)) {
         return Err(format!(
             "weights: only fuse=mean uses weights, and fuse is {fuse}"
         ));
     }
-    if p.text("target").is_some() && !matches!(policy.fusion, Fusion::Closest(_)) {
+    if own.text("target").is_some() && !matches!(policy.fusion, Fusion::Closest(_)) {
         return Err(format!(
             "target: only fuse=closest uses a target, and fuse is {fuse}"
         ));
@@ -1341,7 +1341,7 @@ mod tests {
 
     #[test]
     fn whole_sets_refuse_keys_that_contradict_or_are_ignored() {
-        let check = |kv: &[(&str, &str)]| SPEC.check_set(&params(kv));
+        let check = |kv: &[(&str, &str)]| SPEC.check_set(&params(kv), &params(kv));
         assert_eq!(check(&[]), Ok(()));
         assert_eq!(check(&[("fuse", "mean"), ("weights", "2+1")]), Ok(()));
         assert_eq!(check(&[("fuse", "closest"), ("target", "1.2*bbr")]), Ok(()));
@@ -1370,8 +1370,33 @@ mod tests {
         ] {
             assert_eq!(check(kv).unwrap_err(), expected, "{kv:?}");
         }
-        // Agent-wide settings are not whole: a rule or a request completes them.
-        assert!(crate::agent::parse_param_settings(&["polycc.fuse=closest".into()]).is_ok());
+        // Agent-wide settings are not whole: a rule or a request completes them. Only for the
+        // default algorithm, which flows run with as they are, are they checked whole.
+        let flags = crate::agent::parse_param_settings(&["polycc.fuse=closest".into()]).unwrap();
+        let e = crate::agent::check_default_settings(&SPEC, &flags).unwrap_err();
+        assert_eq!(
+            e,
+            "the default algorithm polycc's settings: fuse=closest needs a target (target=...)"
+        );
+        assert!(crate::agent::check_default_settings(&crate::cubic::SPEC, &flags).is_ok());
+        // A request laid over them: contradictions count in the whole, ignored keys only among
+        // the request's own (an inherited target cannot be unset).
+        let flags = crate::agent::parse_param_settings(&[
+            "polycc.fuse=closest".into(),
+            "polycc.target=2e5".into(),
+        ])
+        .unwrap();
+        let over = |req: &str| {
+            crate::agent::live::parse_algorithm(req, |s| {
+                flags.get(s.name).cloned().unwrap_or_else(|| s.defaults())
+            })
+        };
+        assert!(over("polycc").is_ok());
+        assert!(over("polycc:fuse=max").is_ok());
+        let e = over("polycc:fuse=max,target=1e5").unwrap_err();
+        assert!(e.contains("only fuse=closest uses a target"), "{e}");
+        let e = over("polycc:fuse=mean,weights=1+1+1").unwrap_err();
+        assert!(e.contains("3 weights for 2 members"), "{e}");
         // A live switch is whole (and a recipe's commands go through the same parser).
         let e = crate::agent::live::parse_algorithm("polycc:fuse=closest", |s| s.defaults())
             .unwrap_err();

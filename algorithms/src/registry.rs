@@ -105,20 +105,24 @@ pub fn check_text(alg: &str, key: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// A check of a whole parameter set, for keys that only make sense together.
-type SetCheck = fn(&ParamSet) -> Result<(), String>;
+/// A check of a whole parameter set, for keys that only make sense together:
+/// `check(whole, own)`, see [`AlgorithmSpec::check_set`].
+type SetCheck = fn(&ParamSet, &ParamSet) -> Result<(), String>;
 
 /// Checks of whole parameter sets, per algorithm.
 static SET_CHECKS: &[(&str, SetCheck)] = &[("polycc", crate::polycc::check_set)];
 
 impl AlgorithmSpec {
-    /// Check a complete parameter set of this algorithm where one is given whole (a recipe's
-    /// flow, the agent's flags, a scenario, a live change): keys that contradict or ignore each
-    /// other are refused there, not found out when a flow starts. Single values were checked
-    /// when they were set.
-    pub fn check_set(&self, p: &ParamSet) -> Result<(), String> {
+    /// Check the parameters a flow will run with, where they are known whole (a recipe's flow, a
+    /// scenario's flow or generator, a live change, the agent's default algorithm), so that keys
+    /// that contradict or ignore each other are refused there, not found out when a flow starts.
+    /// `whole` is the set the flow runs with (defaults, then the agent's settings, then the
+    /// layer's own keys); `own` the defaults with only the keys this layer gives. Contradictions
+    /// are judged on `whole`; a key the policy would ignore only among `own`'s keys, since a
+    /// layer cannot unset a key it inherits. Single values were checked when they were set.
+    pub fn check_set(&self, whole: &ParamSet, own: &ParamSet) -> Result<(), String> {
         match SET_CHECKS.iter().find(|(a, _)| *a == self.name) {
-            Some((_, check)) => check(p),
+            Some((_, check)) => check(whole, own),
             None => Ok(()),
         }
     }

@@ -1851,7 +1851,7 @@ fn read_algorithm(
     let whole = spec
         .params_from(out.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|e| e.to_string())
-        .and_then(|set| spec.check_set(&set));
+        .and_then(|set| spec.check_set(&set, &set));
     if let Err(e) = whole {
         let (node, f) = match params {
             Some(p) => (p, join(field, "params")),

@@ -204,20 +204,24 @@ impl LiveFlows {
             ));
         }
         let mut p = f.params.clone();
+        let mut own = f.spec.defaults();
         for kv in settings {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("{kv:?}: expected KEY=VALUE"))?;
             p.set(f.spec.params, k.trim(), v)
                 .map_err(|e| e.to_string())?;
+            own.set(f.spec.params, k.trim(), v)
+                .map_err(|e| e.to_string())?;
         }
-        f.spec
-            .check_set(&p)
-            .map_err(|e| format!("flow {target}: {e}"))?;
         // Whether the algorithm takes changes on a live flow, and whether it accepts these
-        // values, asked of a controller of the same algorithm built for the check.
+        // values, asked of a controller of the same algorithm built for the check; then whether
+        // the whole set holds together.
         (f.spec.build)(&f.params)
             .set_params(&p)
+            .map_err(|e| format!("flow {target}: {e}"))?;
+        f.spec
+            .check_set(&p, &own)
             .map_err(|e| format!("flow {target}: {e}"))?;
         f.params = p.clone();
         // After a `set-algorithm` not yet applied, the new parameters go with the switch.
@@ -312,7 +316,7 @@ pub fn parse_algorithm(
     let (name, settings) = super::split_requested(requested);
     let spec = registry::lookup(name)?;
     let mut p = base(spec);
-    for (k, v) in settings {
+    for &(k, v) in &settings {
         if v.is_empty() {
             return Err(format!(
                 "{requested:?}: {k:?} is not KEY=VALUE (NAME:KEY=VALUE,KEY=VALUE)"
@@ -320,7 +324,9 @@ pub fn parse_algorithm(
         }
         p.set(spec.params, k, v).map_err(|e| e.to_string())?;
     }
-    spec.check_set(&p)
+    // The request's own keys were each set above; they cannot fail again here.
+    let own = spec.params_from(settings).map_err(|e| e.to_string())?;
+    spec.check_set(&p, &own)
         .map_err(|e| format!("{requested:?}: {e}"))?;
     Ok((spec, p))
 }

@@ -23,10 +23,10 @@ use ipc::ScreenShared;
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo};
 use rules::{FlowKey, Rules};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tracing::{error, info, warn};
 
 /// Why a flow got its algorithm.
@@ -54,6 +54,8 @@ pub struct AgentCore {
     pricing: Option<Arc<pricing::Pricing>>,
     /// Every live flow, for the `flows`, `set-params` and `set-algorithm` commands.
     pub live: Arc<live::LiveFlows>,
+    /// Rules and requests already warned about for parameters that do not hold together.
+    warned_sets: Mutex<HashSet<String>>,
 }
 
 impl AgentCore {
@@ -77,6 +79,7 @@ impl AgentCore {
             report: None,
             pricing: None,
             live: Arc::default(),
+            warned_sets: Mutex::default(),
         }
     }
 
@@ -97,7 +100,9 @@ impl AgentCore {
         self
     }
 
-    fn base(&self, alg: &'static AlgorithmSpec) -> ParamSet {
+    /// The agent's own settings for `alg` (its `--param`s over the defaults), under every rule
+    /// and request.
+    pub fn base(&self, alg: &'static AlgorithmSpec) -> ParamSet {
         self.base_params
             .get(alg.name)
             .cloned()
@@ -141,9 +146,12 @@ impl AgentCore {
             }
             // The rule's values were checked one by one at load; only here, laid over the
             // agent's own settings, is the whole set known.
-            if let Err(e) = rule.algorithm.check_set(&p) {
-                warn!(rule = %rule.name, error = %e, "the rule's parameters do not hold together");
-            }
+            self.check_chosen(
+                rule.algorithm,
+                &p,
+                &rule.params,
+                format!("rule {:?} ({})", rule.name, rule.params),
+            );
             return (rule.algorithm, p, Choice::Rule(rule.name.clone()));
         }
         if !key.requested.is_empty() {
@@ -151,14 +159,18 @@ impl AgentCore {
             match registry::find(name) {
                 Some(spec) => {
                     let mut p = self.base(spec);
+                    let mut own = spec.defaults();
                     for (k, v) in overrides {
-                        if let Err(e) = p.set(spec.params, k, v) {
-                            warn!(requested = %key.requested, error = %e, "ignoring a parameter the flow asked for");
+                        match p.set(spec.params, k, v) {
+                            Ok(()) => {
+                                let _ = own.set(spec.params, k, v);
+                            }
+                            Err(e) => {
+                                warn!(requested = %key.requested, error = %e, "ignoring a parameter the flow asked for")
+                            }
                         }
                     }
-                    if let Err(e) = spec.check_set(&p) {
-                        warn!(requested = %key.requested, error = %e, "the flow's parameters do not hold together");
-                    }
+                    self.check_chosen(spec, &p, &own, format!("request {:?}", key.requested));
                     return (spec, p, Choice::Requested);
                 }
                 None => warn!(
@@ -173,6 +185,33 @@ impl AgentCore {
             self.base(self.default_alg),
             Choice::Default,
         )
+    }
+
+    /// Warn, once per `source` (a rule, a request), when the parameters a flow gets from it,
+    /// laid over the agent's own settings, do not hold together ([`AlgorithmSpec::check_set`]).
+    fn check_chosen(
+        &self,
+        spec: &'static AlgorithmSpec,
+        whole: &ParamSet,
+        own: &ParamSet,
+        source: String,
+    ) {
+        if let Err(e) = spec.check_set(whole, own) {
+            let first = self
+                .warned_sets
+                .lock()
+                .map(|mut w| w.insert(source.clone()))
+                .unwrap_or(false);
+            if first {
+                warn!(
+                    source = %source,
+                    algorithm = spec.name,
+                    error = %e,
+                    "the parameters flows get from this source, over the agent's own settings, do \
+                     not hold together (said once per source)"
+                );
+            }
+        }
     }
 
     /// Run a control command (`ccp-agent ctl`): `flows`, `set-params FLOW KEY=VALUE ...`,
@@ -215,6 +254,22 @@ impl AgentCore {
             .map(|m| m.clone())
             .unwrap_or_default()
     }
+}
+
+/// Check the agent's own settings for its default algorithm: flows that match no rule and request
+/// nothing run with them as they are, so they must hold together ([`AlgorithmSpec::check_set`]).
+/// The settings of other algorithms are completed by rules and requests and checked there.
+pub fn check_default_settings(
+    default_alg: &'static AlgorithmSpec,
+    base: &HashMap<&'static str, ParamSet>,
+) -> Result<(), String> {
+    let whole = base
+        .get(default_alg.name)
+        .cloned()
+        .unwrap_or_else(|| default_alg.defaults());
+    default_alg
+        .check_set(&whole, &default_alg.defaults())
+        .map_err(|e| format!("the default algorithm {}'s settings: {e}", default_alg.name))
 }
 
 /// Parse agent-wide parameter settings `ALG.KEY=VALUE` (the agent's `--param` flags, a

@@ -7,7 +7,9 @@ use ccp_algorithms::adapter::{TimeSource, WallTime};
 use ccp_algorithms::agent::ipc::{Screened, UnixIpc};
 use ccp_algorithms::agent::pricing::{Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
-use ccp_algorithms::agent::{AgentCore, Pool, log_reload, parse_param_settings};
+use ccp_algorithms::agent::{
+    AgentCore, Pool, check_default_settings, log_reload, parse_param_settings,
+};
 use ccp_algorithms::aggregator::{AggregatorSource, JcceSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry;
@@ -386,6 +388,7 @@ fn main() -> Result<()> {
     let default_alg =
         registry::lookup(&cli.default_alg).map_err(|e| anyhow::anyhow!("--default-alg: {e}"))?;
     let base = parse_params(&cli.params)?;
+    check_default_settings(default_alg, &base).map_err(|e| anyhow::anyhow!("--param: {e}"))?;
     let rules = match &cli.rules {
         Some(p) => Rules::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
         None => Rules::default(),

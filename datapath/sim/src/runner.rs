@@ -14,7 +14,9 @@ use ccp_algorithms::agent::ipc::Screened;
 use ccp_algorithms::agent::live;
 use ccp_algorithms::agent::pricing::{Command as PricingCommand, Pricing, PricingPolicy};
 use ccp_algorithms::agent::rules::Rules;
-use ccp_algorithms::agent::{AgentCore, Pool, parse_param_settings, split_requested};
+use ccp_algorithms::agent::{
+    AgentCore, Pool, check_default_settings, parse_param_settings, split_requested,
+};
 use ccp_algorithms::aggregator::{AggregatorSource, SharedSim, SimSource, with_source};
 use ccp_algorithms::params::ParamSet;
 use ccp_algorithms::registry::{self, AlgorithmSpec};
@@ -96,9 +98,9 @@ fn parse_params(list: &[String]) -> Result<HashMap<&'static str, ParamSet>, SimE
     parse_param_settings(list).map_err(|e| SimError::Invalid(format!("agent.params: {e}")))
 }
 
-/// Check that every algorithm a flow asks for exists and its parameters parse (the agent would
-/// only warn and fall back to its default).
-fn check_algorithms(s: &Scenario) -> Result<(), SimError> {
+/// Check that every algorithm a flow asks for exists and its parameters parse and, laid over the
+/// agent's settings `base`, hold together (the agent would only warn and fall back).
+fn check_algorithms(s: &Scenario, base: &HashMap<&'static str, ParamSet>) -> Result<(), SimError> {
     let mut named: Vec<(String, &str)> = s
         .flows
         .iter()
@@ -119,10 +121,19 @@ fn check_algorithms(s: &Scenario) -> Result<(), SimError> {
         let (name, overrides) = split_requested(alg);
         let spec =
             registry::lookup(name).map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
-        let set = spec
-            .params_from(overrides)
+        let own = spec
+            .params_from(overrides.iter().copied())
             .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
-        spec.check_set(&set)
+        let mut whole = base
+            .get(spec.name)
+            .cloned()
+            .unwrap_or_else(|| spec.defaults());
+        for (k, v) in overrides {
+            whole
+                .set(spec.params, k, v)
+                .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
+        }
+        spec.check_set(&whole, &own)
             .map_err(|e| SimError::Invalid(format!("{field}: {e}")))?;
     }
     Ok(())
@@ -146,10 +157,13 @@ fn checked_agent(
     scenario
         .validate()
         .map_err(|m| SimError::Invalid(m.replace('\n', "; ")))?;
-    check_algorithms(scenario)?;
+    let base = parse_params(&scenario.agent.params)?;
+    check_algorithms(scenario, &base)?;
     let default_alg = registry::lookup(&scenario.agent.default_alg)
         .map_err(|e| SimError::Invalid(format!("agent.default_alg: {e}")))?;
-    Ok((default_alg, parse_params(&scenario.agent.params)?))
+    check_default_settings(default_alg, &base)
+        .map_err(|e| SimError::Invalid(format!("agent.params: {e}")))?;
+    Ok((default_alg, base))
 }
 
 /// Run `scenario` with `seed` (default: the scenario's).
@@ -286,7 +300,7 @@ impl Schedule {
                     ));
                 }
                 ["set-algorithm", _, requested] => {
-                    live::parse_algorithm(requested, |spec| spec.defaults())
+                    live::parse_algorithm(requested, |spec| core.base(spec))
                         .map_err(|e| bad(i, format!("{:?}: {e}", c.command)))?;
                 }
                 ["set-algorithm", ..] => {

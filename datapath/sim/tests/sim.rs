@@ -411,7 +411,27 @@ fn check_refuses_what_run_would_refuse_without_simulating() {
     bad_host.flows[0].dst = "r7".into();
     let e = ccp_sim::check(&bad_host).unwrap_err().to_string();
     assert!(e.contains("r7"), "{e}");
-    for s in [&bad_alg, &bad_param, &bad_host] {
+    // A PolyCC policy is judged over the agent's settings, as the agent lays them: a target
+    // the agent gives completes a flow's fuse=closest; without it the flow is refused.
+    let mut closest = good.clone();
+    closest.flows[0].alg = "polycc:fuse=closest".into();
+    let e = ccp_sim::check(&closest).unwrap_err().to_string();
+    assert!(
+        e.contains("flows[0].alg") && e.contains("needs a target"),
+        "{e}"
+    );
+    closest.agent.params = vec!["polycc.target=2e5".into()];
+    assert!(ccp_sim::check(&closest).is_ok());
+    // The agent's settings for its default algorithm are what unmatched flows run with.
+    let mut bad_default = good.clone();
+    bad_default.agent.default_alg = "polycc".into();
+    bad_default.agent.params = vec!["polycc.fuse=closest".into()];
+    let e = ccp_sim::check(&bad_default).unwrap_err().to_string();
+    assert!(
+        e.contains("agent.params") && e.contains("needs a target"),
+        "{e}"
+    );
+    for s in [&bad_alg, &bad_param, &bad_host, &bad_default] {
         assert!(run(s, None).is_err(), "run accepts what check refuses");
     }
 }
