@@ -265,12 +265,32 @@ const TOP_FILES: &[&str] = &[
 ];
 
 /// Make `out` ready for `exp`: a new directory, or one holding the same plan (resume). A
-/// directory holding another plan is refused unless `fresh`, which empties it first.
+/// directory holding another plan is refused unless `fresh`, which empties it first. With
+/// `fresh`, a directory holding the same plan loses only the runs of the parts `selected`
+/// ([`Plan::select_parts`]; every part when all are), so one part can be measured again.
 /// Returns the number of half-written runs discarded.
-pub fn prepare(out: &Path, exp: &Experiment, plan: &Plan, fresh: bool) -> Result<usize, ExpError> {
+pub fn prepare(
+    out: &Path,
+    exp: &Experiment,
+    plan: &Plan,
+    fresh: bool,
+    selected: &[bool],
+) -> Result<usize, ExpError> {
     let plan_path = out.join("plan.json");
     let text = plan.to_json();
-    if fresh {
+    let same_plan = match std::fs::read_to_string(&plan_path) {
+        Ok(old) => old == text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(ExpError::io(&plan_path, e)),
+    };
+    if fresh && same_plan && !selected.iter().all(|&s| s) {
+        for (part, _) in plan.parts.iter().zip(selected).filter(|(_, s)| **s) {
+            let p = out.join("runs").join(&part.name);
+            if p.exists() {
+                std::fs::remove_dir_all(&p).map_err(|e| ExpError::io(&p, e))?;
+            }
+        }
+    } else if fresh {
         for f in TOP_FILES {
             let _ = std::fs::remove_file(out.join(f));
         }
@@ -281,8 +301,7 @@ pub fn prepare(out: &Path, exp: &Experiment, plan: &Plan, fresh: bool) -> Result
             }
         }
     } else if plan_path.exists() {
-        let old = std::fs::read_to_string(&plan_path).map_err(|e| ExpError::io(&plan_path, e))?;
-        if old != text {
+        if !same_plan {
             return Err(ExpError::Results(format!(
                 "{} holds the results of another recipe or version of this one (its plan.json differs); use --fresh to start over there, or another --out",
                 out.display()

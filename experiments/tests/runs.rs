@@ -433,6 +433,33 @@ fn a_part_run_alone_then_the_rest_equals_the_whole_run() {
         "{out}"
     );
     assert_same(&parted, &whole);
+    // --fresh with --part measures that part again and keeps the others' runs.
+    let long_runs = parted.join("runs/long");
+    let first_long = std::fs::read_dir(&long_runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("r0/run.json");
+    let before = std::fs::metadata(&first_long).unwrap().modified().unwrap();
+    let o = ccp_exp(&[
+        "run",
+        s(&recipe),
+        "--out",
+        s(&parted),
+        "--part",
+        "short",
+        "--fresh",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 run(s) of part short: 1 run now, 0 kept"),
+        "{out}"
+    );
+    let after = std::fs::metadata(&first_long).unwrap().modified().unwrap();
+    assert_eq!(after, before, "a long run was measured again");
+    assert_same(&parted, &whole);
 }
 
 #[test]

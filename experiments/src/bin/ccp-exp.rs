@@ -267,7 +267,16 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             println!("report: {}", w.path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::List { recipe: None, .. } => {
+        Command::List {
+            recipe: None,
+            shard,
+            parts,
+        } => {
+            if shard.is_some() || !parts.is_empty() {
+                anyhow::bail!(
+                    "--shard and --part select runs of a recipe: give one (ccp-exp list RECIPE)"
+                );
+            }
             list_capabilities();
             Ok(ExitCode::SUCCESS)
         }
@@ -282,8 +291,18 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             };
             let plan = Plan::of(&exp);
             let selected = plan.select_parts(&parts)?;
+            let runs: Vec<_> = plan
+                .runs
+                .iter()
+                .filter(|r| selected[r.part] && shard.is_none_or(|s| s.contains(r.index)))
+                .collect();
+            let of = if runs.len() == plan.runs.len() {
+                String::new()
+            } else {
+                format!(" of {}", plan.runs.len())
+            };
             println!(
-                "{}: {} part(s) ({}), {} run(s)",
+                "{}: {} part(s) ({}), {} run(s){of}",
                 exp.name,
                 plan.parts.len(),
                 plan.parts
@@ -291,12 +310,9 @@ fn dispatch(command: Command) -> Result<ExitCode> {
                     .map(|p| p.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
-                plan.runs.len()
+                runs.len()
             );
-            for run in &plan.runs {
-                if !selected[run.part] || shard.is_some_and(|s| !s.contains(run.index)) {
-                    continue;
-                }
+            for run in runs {
                 let label = &plan.parts[run.part].points[run.point].label;
                 println!(
                     "{:>4}  {:<48} seed {:<6} {:<4} {}",
