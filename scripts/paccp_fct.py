@@ -22,11 +22,11 @@ class, as the paper does, to compare what MRG buys. Small <= 100 KB < medium <= 
 
 Usage: scripts/paccp_fct.py --model vbp --workload websearch --loads 0.3,0.5,0.8 \
            [--duration 2] [--seeds 1,2,3] [--ccp-sim PATH] [--out DIR]
-Prints a Markdown table: mean FCT per class and size normalised to BE; for medium and big flows
-also the mean FCT per byte (a flow's FCT over its size) normalised to BE, since the big bucket's
-sizes span 1 MB to 1 GB and its mean FCT follows the few largest flows a class happened to draw
-(small flows' FCTs are set by round trips, not by their size); and deadline-meet rates.
---no-run tabulates the runs already in --out again.
+Prints a Markdown table: mean FCT per class and size normalised to BE, and deadline-meet rates;
+then one of the big flows split by size (1-10 MB, 10-100 MB, above 100 MB): their count, mean
+size and mean FCT normalised to BE's of the same split. The big bucket spans 1 MB to 1 GB, so its
+mean FCT follows the few largest flows each class happened to draw; within a split the sizes
+match. --no-run tabulates the runs already in --out again (the same arguments as the run).
 
 Long-lived flows on the paper's whole fabric (Figs. 4-5), at the same 1/10 scale: 6 leaves, 5
 spines, 40 hosts per leaf (240 hosts), every leaf's hosts 0-19 BE, 20-29 DS (0, 2) and 30-39 MRG
@@ -241,6 +241,16 @@ def size_bucket(size):
     return "small" if size <= 100_000 else ("medium" if size <= 1_000_000 else "big")
 
 
+# The big bucket split by size: (label, upper bound in bytes).
+BIG_SPLITS = [("1-10 MB", 10_000_000), ("10-100 MB", 100_000_000), ("> 100 MB", None)]
+
+
+def big_split(size):
+    for label, upper in BIG_SPLITS:
+        if upper is None or size <= upper:
+            return label
+
+
 def analyse(flows_csvs, model):
     rows = []
     for i, path in enumerate(flows_csvs):
@@ -265,13 +275,15 @@ def analyse(flows_csvs, model):
         deadline = max(DEADLINE_FLOOR_S, r["size"] / theta)
         done = r["completed"] == "true"
         fct = int(r["fct_ns"]) / 1e9 if done else None
-        for bucket in ("overall", size_bucket(r["size"])):
-            s = stats.setdefault((r["class"], bucket), {"fct": [], "per_byte": [], "met": 0, "n": 0})
+        buckets = ["overall", size_bucket(r["size"])]
+        if buckets[1] == "big":
+            buckets.append(big_split(r["size"]))
+        for bucket in buckets:
+            s = stats.setdefault((r["class"], bucket), {"fct": [], "size": [], "met": 0, "n": 0})
             s["n"] += 1
             if done:
                 s["fct"].append(fct)
-                if r["size"] > 0:
-                    s["per_byte"].append(fct / r["size"])
+                s["size"].append(r["size"])
                 if fct <= deadline:
                     s["met"] += 1
     return stats
@@ -296,11 +308,13 @@ def main():
                     help="the shared data directory (holds workloads/*.csv)")
     ap.add_argument("--out", default="results/paccp-fct")
     ap.add_argument("--no-run", action="store_true",
-                    help="tabulate the runs already in --out (same model, workload, loads and "
-                         "seeds) without running them again")
+                    help="tabulate the runs already in --out (the same --model, --workload, "
+                         "--loads, --seeds and --duration) without running them again")
     a = ap.parse_args()
     if a.duration is None:
         a.duration = 4.0 if a.long_lived else 2.0
+    if a.long_lived and a.no_run:
+        ap.error("--no-run tabulates workload runs; --long-lived runs are reported as they run")
     if a.long_lived:
         text = long_lived_scenario(a.long_lived, int(a.duration), a.seed)
         if a.write_only:
@@ -320,19 +334,29 @@ def main():
     if not cdf.is_file():
         sys.exit(f"no workload CDF at {cdf} (give --data)")
     out = Path(a.out) / f"{a.model}-{a.workload}"
+    loads = [float(x) for x in a.loads.split(",")]
+    seeds = [int(x) for x in a.seeds.split(",")]
+    if a.no_run:
+        # Only runs of this very scenario (model, workload, load, seed, duration) are tabulated.
+        for load in loads:
+            for seed in seeds:
+                path = out / f"load{load}-seed{seed}.yaml"
+                text = scenario(a.model, cdf, load, a.duration, seed)
+                if not path.is_file() or path.read_text() != text:
+                    sys.exit(f"--no-run: no run of these arguments at {path} "
+                             f"(run without --no-run first, with the same --duration)")
+                if not (out / f"load{load}-seed{seed}" / "flows.csv").is_file():
+                    sys.exit(f"--no-run: the run of {path} did not finish")
     out.mkdir(parents=True, exist_ok=True)
     print(f"| load | class | FCT overall / small / medium / big (x BE) | "
-          f"FCT per byte medium / big (x BE) | "
           f"deadline met overall / small / medium / big | flows (done) |")
-    print("|---|---|---|---|---|---|")
-    for load in [float(x) for x in a.loads.split(",")]:
+    print("|---|---|---|---|---|")
+    split_rows = []
+    for load in loads:
         runs = []
-        for seed in [int(x) for x in a.seeds.split(",")]:
+        for seed in seeds:
             d = out / f"load{load}-seed{seed}"
-            if a.no_run:
-                if not (d / "flows.csv").is_file():
-                    sys.exit(f"--no-run: no run at {d} (run without --no-run first)")
-            else:
+            if not a.no_run:
                 path = out / f"load{load}-seed{seed}.yaml"
                 path.write_text(scenario(a.model, cdf, load, a.duration, seed))
                 subprocess.run([a.ccp_sim, "run", str(path), "--out", str(d)], check=True,
@@ -344,20 +368,32 @@ def main():
             v = stats.get((c, b), {key: []})[key]
             return sum(v) / len(v) if v else float("nan")
 
-        def against_be(key, c, buckets):
-            return " / ".join(f"{mean_of(key, c, b) / mean_of(key, 'be', b):.2f}"
-                              for b in buckets)
+        def mean_fct(c, b):
+            return mean_of("fct", c, b)
 
         for c in ("be", "ds", "mrg"):
-            fcts = against_be("fct", c, ("overall", "small", "medium", "big"))
-            per_byte = against_be("per_byte", c, ("medium", "big"))
+            cells = []
+            for label, _ in BIG_SPLITS:
+                n = len(stats.get((c, label), {"fct": []})["fct"])
+                cells.append(f"{n}, {mean_of('size', c, label) / 1e6:.3g} MB, "
+                             f"{mean_fct(c, label) / mean_fct('be', label):.2f}")
+            split_rows.append(f"| {load:.0%} | {c.upper()} | {' | '.join(cells)} |")
+
+        for c in ("be", "ds", "mrg"):
+            fcts = " / ".join(f"{mean_fct(c, b) / mean_fct('be', b):.2f}"
+                              for b in ("overall", "small", "medium", "big"))
             dmr = " / ".join(
                 f"{100 * stats[(c, b)]['met'] / stats[(c, b)]['n']:.0f} %"
                 if (c, b) in stats else "-" for b in ("overall", "small", "medium", "big"))
             s = stats.get((c, "overall"), {"n": 0, "fct": []})
-            print(f"| {load:.0%} | {c.upper()} | {fcts} | {per_byte} | {dmr} | "
-                  f"{s['n']} ({len(s['fct'])}) |")
+            print(f"| {load:.0%} | {c.upper()} | {fcts} | {dmr} | {s['n']} ({len(s['fct'])}) |")
         sys.stdout.flush()
+    print()
+    print("| load | class | " + " | ".join(
+        f"big {label}: flows done, mean size, FCT (x BE)" for label, _ in BIG_SPLITS) + " |")
+    print("|---|---|" + "---|" * len(BIG_SPLITS))
+    for row in split_rows:
+        print(row)
 
 
 if __name__ == "__main__":
