@@ -394,6 +394,7 @@ fn a_flow_created_before_its_datapath_is_refused_still_closes() {
     let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     assert_eq!(s["refused_messages"].as_u64(), Some(1), "{s}");
     assert_eq!(s["reports"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["bad_reports"].as_u64(), Some(0), "{s}");
     assert_eq!(s["flows_closed"].as_u64(), Some(1), "{s}");
 }
 

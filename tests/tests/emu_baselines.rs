@@ -770,12 +770,13 @@ fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     //
     // Measured (8 runs, the current BBR): ours 1.0, 1.4, 1.6, 1.6, 2.1, 3.0, 4.7 and 4.8 ms at
     // the median (0.05-0.24 base RTT), 5.8-11.0 ms at p95, utilisation 99.6-100 %; kernel BBR
-    // 2.6-7.5 ms, 6.9-17.8 ms, 100 %. The two runs near 5 ms are the closest to the bound (5.6
-    // and 6.2 ms there: twice the kernel's median in the same run). Under the former floor of a
-    // quarter base RTT (5 ms) those runs left 15-25 % of margin, and a run where the kernel
-    // queued little could fail on ours alone. The bound tells a BBR that keeps the queue short
-    // from one that stands a BDP (20 ms, 2.5 times the floor) or the buffer in it; it did not
-    // catch the rise from the earlier BBR's 0.4-0.7 ms, which is within it.
+    // 2.6-7.5 ms, 6.9-17.8 ms, 100 %. Those runs were measured under the former bound,
+    // max(2 × kernel, a quarter base RTT = 5 ms); the two near 5 ms had 15-25 % of margin (their
+    // bounds, twice the kernel's median in the same run, were 5.6 and 6.2 ms), so a run where
+    // the kernel queued little could fail on ours alone. With the 8-ms floor their margin is
+    // 40 %. The bound tells a BBR that keeps the queue short from one that stands a BDP (20 ms,
+    // 2.5 times the floor) or the buffer in it; it did not catch the rise from the earlier
+    // BBR's 0.4-0.7 ms, which is within it.
     // Without the margin (`bbr:pacing-margin=0`, 7 runs of an earlier BBR, which queued 0.4-0.7
     // ms with it) ours was 0.5, 0.7, 1.7, 4.3, 10.4, 14.7 and 14.8 ms at the median (p95 up to 20
     // ms): the queue grows by 2-4 ms/s when the run's estimate is high (0.3 % in the 14.7 ms

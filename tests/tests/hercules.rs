@@ -526,7 +526,7 @@ fn fairness_against_other_protocols_table() {
 }
 
 #[test]
-#[ignore = "measurement for docs/results/hercules.md (the variant table: nine Hercules settings, each the five-flow all-unbounded sweep and Fig. 12 over four seeds; 9 + 195 runs, about 3 minutes)"]
+#[ignore = "measurement for docs/results/hercules.md (the variant table: nine Hercules settings, each the five-flow all-unbounded sweep and Fig. 12 over four seeds, beside the three baselines' sweeps; 181 runs, about 1.5 minutes)"]
 fn variant_table() {
     // The best baseline's worst case, measured here beside the variants.
     let best = ["cubic", "bbr", "vivace"]
