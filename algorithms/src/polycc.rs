@@ -33,6 +33,7 @@ use crate::controller::{
 };
 use crate::params::{MEMBER_KEYS, ParamSet, ParamSpec, Unit, did_you_mean};
 use crate::registry::{self, AlgorithmSpec};
+use std::collections::BTreeSet;
 use tracing::error;
 
 /// The defaults of the policy when a key is not set: the paper's first demonstration (§3.1).
@@ -717,12 +718,25 @@ impl PolyCc {
     }
 
     /// From registry parameters. A policy that only fails when its keys are put together (a
-    /// missing target, a wrong number of weights) is logged and the flow runs its pilot alone.
+    /// missing target, a wrong number of weights) is logged, once per distinct policy in the
+    /// process (a workload starts thousands of flows), and the flow runs its pilot alone.
     pub fn from_params(p: &ParamSet) -> PolyCc {
         match Policy::from_params(p) {
             Ok(policy) => PolyCc::new(policy, p),
             Err(e) => {
-                error!(error = %e, "polycc: bad policy; running the pilot alone");
+                static LOGGED: std::sync::Mutex<BTreeSet<String>> =
+                    std::sync::Mutex::new(BTreeSet::new());
+                let first = LOGGED
+                    .lock()
+                    .map(|mut l| l.insert(p.to_string()))
+                    .unwrap_or(true);
+                if first {
+                    error!(
+                        error = %e,
+                        params = %p,
+                        "polycc: bad policy; its flows run the pilot alone (said once per policy)"
+                    );
+                }
                 let pilot = p
                     .text("pilot")
                     .and_then(|n| member_spec(n).ok())
