@@ -31,6 +31,7 @@ pub mod filters;
 pub mod hercules;
 pub mod ledbat;
 pub mod mi;
+pub mod once;
 pub mod paccp;
 pub mod params;
 pub mod polycc;

@@ -33,7 +33,6 @@ use crate::controller::{
 };
 use crate::params::{MEMBER_KEYS, ParamSet, ParamSpec, Unit, did_you_mean};
 use crate::registry::{self, AlgorithmSpec};
-use std::collections::BTreeSet;
 use tracing::error;
 
 /// The defaults of the policy when a key is not set: the paper's first demonstration (§3.1).
@@ -724,13 +723,8 @@ impl PolyCc {
         match Policy::from_params(p) {
             Ok(policy) => PolyCc::new(policy, p),
             Err(e) => {
-                static LOGGED: std::sync::Mutex<BTreeSet<String>> =
-                    std::sync::Mutex::new(BTreeSet::new());
-                let first = LOGGED
-                    .lock()
-                    .map(|mut l| l.insert(p.to_string()))
-                    .unwrap_or(true);
-                if first {
+                static LOGGED: crate::once::OncePerKey = crate::once::OncePerKey::new();
+                if LOGGED.first(&p.to_string()) {
                     error!(
                         error = %e,
                         params = %p,

@@ -23,10 +23,10 @@ use ipc::ScreenShared;
 use portus::ipc::Ipc;
 use portus::{CongAlg, Datapath, DatapathInfo};
 use rules::{FlowKey, Rules};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use tracing::{error, info, warn};
 
 /// Why a flow got its algorithm.
@@ -55,7 +55,7 @@ pub struct AgentCore {
     /// Every live flow, for the `flows`, `set-params` and `set-algorithm` commands.
     pub live: Arc<live::LiveFlows>,
     /// Rules and requests already warned about for parameters that do not hold together.
-    warned_sets: Mutex<HashSet<String>>,
+    warned_sets: crate::once::OncePerKey,
 }
 
 impl AgentCore {
@@ -79,7 +79,7 @@ impl AgentCore {
             report: None,
             pricing: None,
             live: Arc::default(),
-            warned_sets: Mutex::default(),
+            warned_sets: crate::once::OncePerKey::new(),
         }
     }
 
@@ -196,21 +196,16 @@ impl AgentCore {
         own: &ParamSet,
         source: String,
     ) {
-        if let Err(e) = spec.check_set(whole, own) {
-            let first = self
-                .warned_sets
-                .lock()
-                .map(|mut w| w.insert(source.clone()))
-                .unwrap_or(false);
-            if first {
-                warn!(
-                    source = %source,
-                    algorithm = spec.name,
-                    error = %e,
-                    "the parameters flows get from this source, over the agent's own settings, do \
-                     not hold together (said once per source)"
-                );
-            }
+        if let Err(e) = spec.check_set(whole, own)
+            && self.warned_sets.first(&source)
+        {
+            warn!(
+                source = %source,
+                algorithm = spec.name,
+                error = %e,
+                "the parameters flows get from this source, over the agent's own settings, do \
+                 not hold together (said once per source)"
+            );
         }
     }
 
