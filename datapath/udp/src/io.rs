@@ -1,11 +1,13 @@
 //! Socket plumbing: the only module with `unsafe` system calls. It owns socket options (buffer
 //! sizes with the root-only `*BUFFORCE` variants, UDP GSO and GRO, ECN marking and TOS
 //! reception), batched sending (`sendmmsg`, one `UDP_SEGMENT` control message per GSO
-//! batch), batched receiving (`recvmmsg` reading the `UDP_GRO` segment size, the TOS byte and
-//! the source address), waiting with a sub-millisecond `ppoll` and the thread's timer slack.
+//! batch), batched receiving (`recvmmsg` reading the `UDP_GRO` segment size, the TOS byte, the
+//! kernel's receive timestamp and the source address), waiting with a sub-millisecond `ppoll`
+//! and the thread's timer slack.
 //!
-//! Everything degrades: a kernel without GSO, GRO or TOS reception makes the probes return
-//! false and the callers fall back to one datagram per packet and no ECN accounting.
+//! Everything degrades: a kernel without GSO, GRO, TOS reception or receive timestamps makes the
+//! probes return false and the callers fall back to one datagram per packet, no ECN accounting,
+//! and datagrams timed when they are read.
 
 use std::io;
 use std::mem;
@@ -90,6 +92,52 @@ pub fn gso_supported(sock: &UdpSocket) -> bool {
 /// Turns UDP GRO on; false where the kernel refuses.
 pub fn enable_gro(sock: &UdpSocket) -> bool {
     setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1).is_ok()
+}
+
+/// `SO_TIMESTAMPNS` (and its control message, `SCM_TIMESTAMPNS`) in the generic socket ABI, the
+/// one with a native `struct timespec`; `libc` does not export it for Linux. Architectures with
+/// other socket numbers (MIPS, SPARC, PowerPC, PA-RISC) go without receive timestamps.
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64"
+))]
+const SO_TIMESTAMPNS: Option<libc::c_int> = Some(35);
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64"
+)))]
+const SO_TIMESTAMPNS: Option<libc::c_int> = None;
+
+/// Asks the kernel to stamp every received datagram with the time it arrived (a software
+/// receive timestamp, wall clock in ns: [`RecvMeta::rx_wall_ns`]); false where it refuses.
+pub fn enable_rx_timestamps(sock: &UdpSocket) -> bool {
+    SO_TIMESTAMPNS
+        .is_some_and(|opt| setsockopt_int(sock.as_raw_fd(), libc::SOL_SOCKET, opt, 1).is_ok())
+}
+
+/// The wall clock (`CLOCK_REALTIME`, the clock of receive timestamps), ns since the epoch.
+pub fn wall_clock_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    timespec_ns(&ts)
+}
+
+fn timespec_ns(ts: &libc::timespec) -> u64 {
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec.max(0) as u64)
 }
 
 /// Marks outgoing packets with the given TOS / traffic class (ECT(0) for ECN).
@@ -295,6 +343,9 @@ pub struct RecvMeta {
     pub tos: Option<u8>,
     /// The datagram did not fit the buffer.
     pub truncated: bool,
+    /// When the kernel received it (wall clock, ns since the epoch), if receive timestamps are
+    /// on ([`enable_rx_timestamps`]).
+    pub rx_wall_ns: Option<u64>,
     /// Source address.
     pub from: Option<SocketAddr>,
 }
@@ -442,6 +493,12 @@ pub fn recv_batch(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
                 } else if level == libc::IPPROTO_IPV6 && typ == libc::IPV6_TCLASS && dlen >= 4 {
                     let v = std::ptr::read_unaligned(data.cast::<libc::c_int>());
                     m.tos = Some(v as u8);
+                } else if level == libc::SOL_SOCKET
+                    && Some(typ) == SO_TIMESTAMPNS
+                    && dlen >= mem::size_of::<libc::timespec>()
+                {
+                    let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
+                    m.rx_wall_ns = Some(timespec_ns(&ts));
                 }
                 c = libc::CMSG_NXTHDR(h, c);
             }
@@ -538,5 +595,39 @@ mod tests {
             }
         }
         assert_eq!(sizes, vec![1000, 1000, 1000, 1000, 1000, 300]);
+    }
+
+    /// A datagram that waited in the socket is stamped with when it arrived, not when it is
+    /// read: its stamp lies between the wall clock before the send and before the read. The
+    /// kernel turns its receive stamping on asynchronously (a work item) the first time a socket
+    /// asks, and stamps a datagram received before that when it is read: so a few tries.
+    #[test]
+    fn receive_timestamp_is_the_arrival() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if !enable_rx_timestamps(&rx) {
+            eprintln!("receive timestamps unavailable here; nothing to check");
+            return;
+        }
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::new(4, 2048);
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let before_send = wall_clock_ns();
+            tx.send(b"stamp me").unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            let before_read = wall_clock_ns();
+            assert_eq!(recv_batch(rx.as_raw_fd(), &mut batch).unwrap(), 1);
+            assert_eq!(batch.data(0), b"stamp me");
+            let at = batch.meta(0).rx_wall_ns.expect("a receive timestamp");
+            assert!(at >= before_send, "stamped before it was sent");
+            if at + 20_000_000 <= before_read {
+                return;
+            }
+            seen.push(at.saturating_sub(before_send) / 1000);
+        }
+        panic!(
+            "every datagram stamped when read, not when it arrived (µs after the send: {seen:?})"
+        );
     }
 }

@@ -12,6 +12,12 @@
 //! pattern of the flow id and offset ([`pattern`]), so reordering or duplication bugs change
 //! the hash.
 //!
+//! The sender times each ACK by when the kernel received it (`SO_TIMESTAMPNS`), not when it
+//! reads the socket: RTT and delivery-rate samples then leave out the time an ACK waited while
+//! the sender was sending or descheduled, and the max-filtered bandwidth estimate BBR paces at
+//! stays within its pacing margin (`tests/tests/emu_baselines.rs`). Where the kernel gives no
+//! stamp, an ACK is timed when read.
+//!
 //! Module map:
 //! * [`cc`]: the seam to controllers ([`cc::FlowController`], [`cc::AckSample`], [`cc::FlowMeta`]);
 //! * [`packet`]: the wire format; [`pattern`]: stream content;

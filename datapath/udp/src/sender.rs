@@ -77,6 +77,9 @@ const MAX_PKTS_IN_FLIGHT: u64 = 1 << 20;
 const RTT_RESERVOIR: usize = 1 << 20;
 /// Waits shorter than this (µs) spin instead of sleeping in `ppoll`.
 const SPIN_US: u64 = 50;
+/// Longest a received datagram can plausibly have waited in the socket by its kernel timestamp;
+/// a longer wait means the wall clock stepped, and the datagram is timed when read.
+const MAX_SOCKET_WAIT_NS: u64 = 1_000_000_000;
 /// Socket buffers asked for.
 const SNDBUF: usize = 8 << 20;
 const RCVBUF: usize = 4 << 20;
@@ -665,6 +668,13 @@ struct FlowSender<'a> {
     rtt: RttEstimator,
     last_ack_rx_us: u64,
     dead_peer_us: u64,
+    /// The kernel stamps received datagrams ([`sio::enable_rx_timestamps`]).
+    rx_stamps: bool,
+    /// Arrival time of the last ACK datagram, µs: ACK times never go backwards.
+    ack_clock_us: u64,
+    /// Time ACK datagrams waited in the socket before they were read, µs: total and largest.
+    ack_wait_total_us: u64,
+    ack_wait_max_us: u64,
 
     // Rates.
     pacer: Pacer,
@@ -719,6 +729,22 @@ struct FlowSender<'a> {
     rx: RecvBatch,
 }
 
+/// When a datagram of a batch read at `now` (flow clock, µs; `wall_ns` on the wall clock, read
+/// with it) reached the socket: `now` less the time it waited there by the kernel's receive
+/// timestamp `rx_wall_ns`, or `now` itself without a plausible stamp (none, or one that says
+/// the wall clock stepped). Never before `floor` (the previous datagram's time) nor after `now`.
+///
+/// ACK times make the RTT samples and the delivery-rate samples, whose maximum is BBR's
+/// bandwidth estimate. Timed when read, an ACK that waited while the sender was sending or
+/// descheduled would shorten the interval of the next sample and inflate it.
+fn arrival_us(rx_wall_ns: Option<u64>, now: u64, wall_ns: u64, floor: u64) -> u64 {
+    let waited_us = match rx_wall_ns {
+        Some(at) if at <= wall_ns && wall_ns - at < MAX_SOCKET_WAIT_NS => (wall_ns - at) / 1000,
+        _ => 0,
+    };
+    now.saturating_sub(waited_us).max(floor).min(now)
+}
+
 impl<'a> FlowSender<'a> {
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -739,6 +765,7 @@ impl<'a> FlowSender<'a> {
             Amount::Duration(d) => (None, FinState::Open, Some(d.as_micros() as u64)),
         };
         let dead_peer = MIN_DEAD_PEER.max(cfg.handshake_timeout * 2);
+        let rx_stamps = sio::enable_rx_timestamps(&sock);
         let mut f = FlowSender {
             index,
             flow_id,
@@ -779,6 +806,10 @@ impl<'a> FlowSender<'a> {
             rtt,
             last_ack_rx_us: 0,
             dead_peer_us: dead_peer.as_micros() as u64,
+            rx_stamps,
+            ack_clock_us: 0,
+            ack_wait_total_us: 0,
+            ack_wait_max_us: 0,
             pacer: Pacer::new(0, 0),
             delivered: 0,
             delivered_time_us: 0,
@@ -1062,11 +1093,17 @@ impl<'a> FlowSender<'a> {
                 return Ok(());
             }
             let now = self.now_us();
+            let wall_ns = if self.rx_stamps {
+                sio::wall_clock_ns()
+            } else {
+                0
+            };
             for i in 0..n {
                 if self.rx.meta(i).truncated {
                     self.ignored += 1;
                     continue;
                 }
+                let at = self.arrival_us(self.rx.meta(i).rx_wall_ns, now, wall_ns);
                 let decoded = match packet::decode(self.rx.data(i)) {
                     Ok(Packet::Ack(a)) if a.flow_id == self.flow_id => Some(a),
                     // Duplicate answers to retried HELLOs are expected.
@@ -1077,7 +1114,7 @@ impl<'a> FlowSender<'a> {
                     }
                 };
                 if let Some(a) = decoded {
-                    if !self.on_ack(&a, now) {
+                    if !self.on_ack(&a, at) {
                         self.ignored += 1;
                     }
                     if self.completed {
@@ -1090,6 +1127,16 @@ impl<'a> FlowSender<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Times a datagram of a batch read at `now` by its receive timestamp ([`arrival_us`]) and
+    /// keeps the ACK clock and the statistics of how long ACKs waited in the socket.
+    fn arrival_us(&mut self, rx_wall_ns: Option<u64>, now: u64, wall_ns: u64) -> u64 {
+        let at = arrival_us(rx_wall_ns, now, wall_ns, self.ack_clock_us);
+        self.ack_clock_us = at;
+        self.ack_wait_total_us += now - at;
+        self.ack_wait_max_us = self.ack_wait_max_us.max(now - at);
+        at
     }
 
     fn pkt_mut(&mut self, pn: u64) -> Option<&mut SentPkt> {
@@ -1777,6 +1824,14 @@ impl<'a> FlowSender<'a> {
             let now = self.now_us();
             self.take_trace(now);
         }
+        tracing::debug!(
+            flow = self.index,
+            rx_timestamps = self.rx_stamps,
+            acks = self.acks,
+            wait_mean_us = self.ack_wait_total_us.checked_div(self.acks).unwrap_or(0),
+            wait_max_us = self.ack_wait_max_us,
+            "time ACK datagrams waited in the socket before they were read"
+        );
         SenderSummary {
             flow: self.index,
             flow_id: self.flow_id,
@@ -1833,7 +1888,34 @@ fn union_len(base: u64, ranges: &[(u64, u64)]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::union_len;
+    use super::{MAX_SOCKET_WAIT_NS, arrival_us, union_len};
+
+    #[test]
+    fn acks_are_timed_when_they_arrived() {
+        // Read at 50,000 µs, wall clock 1,000 s then: a datagram stamped 300 µs earlier arrived
+        // at 49,700 µs.
+        let wall = 1_000_000_000_000;
+        assert_eq!(arrival_us(Some(wall - 300_000), 50_000, wall, 0), 49_700);
+        // No stamp: when read.
+        assert_eq!(arrival_us(None, 50_000, wall, 0), 50_000);
+        // A stamp after the read, or one that waited implausibly long, says the wall clock
+        // stepped: when read.
+        assert_eq!(arrival_us(Some(wall + 5_000), 50_000, wall, 0), 50_000);
+        assert_eq!(
+            arrival_us(Some(wall - MAX_SOCKET_WAIT_NS), 50_000, wall, 0),
+            50_000
+        );
+        // Never before the previous datagram, never after the read, never below zero.
+        assert_eq!(
+            arrival_us(Some(wall - 300_000), 50_000, wall, 49_900),
+            49_900
+        );
+        assert_eq!(
+            arrival_us(Some(wall - 300_000), 50_000, wall, 60_000),
+            50_000
+        );
+        assert_eq!(arrival_us(Some(wall - 900_000_000), 50_000, wall, 0), 0);
+    }
 
     #[test]
     fn received_bytes_count_each_byte_once() {
