@@ -77,15 +77,17 @@
 //!   draft-00): `BtlBw` is a *max* over noisy samples, so on a real path it lands a little above
 //!   the bottleneck rate, and a flow pacing at gain 1 on it queues the excess for ever: draft-00
 //!   has nothing that drains a standing queue between ProbeRTTs (the 0.75 phase only takes back
-//!   what the 1.25 phase added). On the emulator (50 Mbit/s, 20 ms, `ccp-udp`) our `BtlBw` sat
-//!   0.2–0.6 % above the link's payload rate, the queue grew by 2–3 ms/s and stood at 10–15 ms
-//!   (0.5–0.7 RTT) until the 2-BDP window capped it; the kernel's BBR, whose estimate runs 0.2–2 %
-//!   high on the same link, paces 1 % below it. With the margin the gain-1 phases pace just under
+//!   what the 1.25 phase added). On the emulator (50 Mbit/s, 20 ms, `ccp-udp`) an earlier BBR
+//!   of ours without the margin (each report's last sample, not every ACK's) had `BtlBw`
+//!   0.2–0.6 % above the link's payload rate, and the queue grew by 2–3 ms/s and stood at
+//!   10–15 ms (0.5–0.7 RTT) until the 2-BDP window capped it; the kernel's BBR, whose estimate
+//!   runs 0.2–2 % high on the same link, paces 1 % below it. With the margin the gain-1 phases pace just under
 //!   the link rate, the queue the 1.25 phase builds drains, and the samples of the 1.25 phase still
 //!   keep `BtlBw` at the link rate (`tests/tests/emu_baselines.rs`). The margin only covers an
-//!   estimate less than 1 % high, so the samples must be timed well: over `ccp-udp` with ACKs
-//!   timed when the sender read them, `BtlBw` sat 0.9–1.1 % above the link at the median and the
-//!   queue stood at 1–9 ms; timed by the kernel's receive timestamps, 0.5–0.7 % and 0.4–1.3 ms.
+//!   estimate less than 1 % high, so the samples must be timed well: on that link, with every
+//!   ACK's sample and ACKs timed when the sender read them, `BtlBw` sat 0.9–1.1 % above the link
+//!   at the median of each run and the median queue was 1–9 ms; timed by the kernel's receive
+//!   timestamps, 0.5–0.7 % and 0.4–1.3 ms (8 runs each).
 //!   In the simulator, whose samples are exact, the margin costs about 0.4 % of utilisation.
 //!   `pacing-margin=0` is draft-00.
 //! - window (the draft's core cwnd adjustment; `acked` below is the report's newly delivered

@@ -459,6 +459,7 @@ fn unstarted_summary(
         ignored_datagrams: 0,
         ecn_ce_packets: 0,
         gso: false,
+        ack_timestamps: false,
         hash: pattern::hash_hex(Xxh3Default::new().digest128()),
         completed: false,
         receiver_intact: None,
@@ -672,7 +673,12 @@ struct FlowSender<'a> {
     rx_stamps: bool,
     /// Arrival time of the last ACK datagram, µs: ACK times never go backwards.
     ack_clock_us: u64,
-    /// Time ACK datagrams waited in the socket before they were read, µs: total and largest.
+    /// When the last read that left the socket empty began, µs: nothing read later arrived
+    /// before it.
+    drained_at_us: u64,
+    /// Datagrams timed by [`Self::stamp_arrival`], and how long they waited in the socket
+    /// before they were read, µs: total and largest.
+    arrivals: u64,
     ack_wait_total_us: u64,
     ack_wait_max_us: u64,
 
@@ -732,7 +738,8 @@ struct FlowSender<'a> {
 /// When a datagram of a batch read at `now` (flow clock, µs; `wall_ns` on the wall clock, read
 /// with it) reached the socket: `now` less the time it waited there by the kernel's receive
 /// timestamp `rx_wall_ns`, or `now` itself without a plausible stamp (none, or one that says
-/// the wall clock stepped). Never before `floor` (the previous datagram's time) nor after `now`.
+/// the wall clock stepped). Never before `floor` (≤ `now`: the previous datagram's time) nor
+/// after `now`.
 ///
 /// ACK times make the RTT samples and the delivery-rate samples, whose maximum is BBR's
 /// bandwidth estimate. Timed when read, an ACK that waited while the sender was sending or
@@ -808,6 +815,8 @@ impl<'a> FlowSender<'a> {
             dead_peer_us: dead_peer.as_micros() as u64,
             rx_stamps,
             ack_clock_us: 0,
+            drained_at_us: 0,
+            arrivals: 0,
             ack_wait_total_us: 0,
             ack_wait_max_us: 0,
             pacer: Pacer::new(0, 0),
@@ -1078,6 +1087,7 @@ impl<'a> FlowSender<'a> {
 
     fn receive(&mut self) -> Result<(), Error> {
         for _ in 0..4 {
+            let before_read = self.now_us();
             let n = match sio::recv_batch(self.sock.as_raw_fd(), &mut self.rx) {
                 Ok(n) => n,
                 Err(e) if sio::is_refused(&e) => {
@@ -1090,20 +1100,23 @@ impl<'a> FlowSender<'a> {
                 Err(e) => return Err(Error::io(format!("receiving from {}", self.dest), e)),
             };
             if n == 0 {
+                self.drained_at_us = before_read;
                 return Ok(());
             }
-            let now = self.now_us();
+            // The wall clock first: a delay between the two reads then dates the batch later,
+            // as if read, never earlier than it arrived.
             let wall_ns = if self.rx_stamps {
                 sio::wall_clock_ns()
             } else {
                 0
             };
+            let now = self.now_us();
             for i in 0..n {
                 if self.rx.meta(i).truncated {
                     self.ignored += 1;
                     continue;
                 }
-                let at = self.arrival_us(self.rx.meta(i).rx_wall_ns, now, wall_ns);
+                let at = self.stamp_arrival(self.rx.meta(i).rx_wall_ns, now, wall_ns);
                 let decoded = match packet::decode(self.rx.data(i)) {
                     Ok(Packet::Ack(a)) if a.flow_id == self.flow_id => Some(a),
                     // Duplicate answers to retried HELLOs are expected.
@@ -1114,7 +1127,7 @@ impl<'a> FlowSender<'a> {
                     }
                 };
                 if let Some(a) = decoded {
-                    if !self.on_ack(&a, at) {
+                    if !self.on_ack(&a, at, now) {
                         self.ignored += 1;
                     }
                     if self.completed {
@@ -1123,17 +1136,23 @@ impl<'a> FlowSender<'a> {
                 }
             }
             if n < self.rx.slots() {
+                // The socket was empty when this read ended: what comes next arrived after it
+                // began.
+                self.drained_at_us = before_read;
                 return Ok(());
             }
         }
         Ok(())
     }
 
-    /// Times a datagram of a batch read at `now` by its receive timestamp ([`arrival_us`]) and
-    /// keeps the ACK clock and the statistics of how long ACKs waited in the socket.
-    fn arrival_us(&mut self, rx_wall_ns: Option<u64>, now: u64, wall_ns: u64) -> u64 {
-        let at = arrival_us(rx_wall_ns, now, wall_ns, self.ack_clock_us);
+    /// Times a datagram of a batch read at `now` by its receive timestamp ([`arrival_us`]), no
+    /// earlier than the previous datagram nor than the start of the last read that emptied the
+    /// socket, and keeps the statistics of how long ACKs waited in the socket.
+    fn stamp_arrival(&mut self, rx_wall_ns: Option<u64>, now: u64, wall_ns: u64) -> u64 {
+        let floor = self.ack_clock_us.max(self.drained_at_us);
+        let at = arrival_us(rx_wall_ns, now, wall_ns, floor);
         self.ack_clock_us = at;
+        self.arrivals += 1;
         self.ack_wait_total_us += now - at;
         self.ack_wait_max_us = self.ack_wait_max_us.max(now - at);
         at
@@ -1144,8 +1163,10 @@ impl<'a> FlowSender<'a> {
         self.sent.get_mut(idx as usize)
     }
 
-    /// Processes one ACK; false if it is impossible (ignored).
-    fn on_ack(&mut self, a: &Ack, now: u64) -> bool {
+    /// Processes one ACK that arrived at `at` and is read at `now` (µs, `at` ≤ `now`); false if
+    /// it is impossible (ignored). The RTT, one-way-delay and delivery-rate samples go by `at`;
+    /// loss detection, the sending rate and the controller's call by `now`.
+    fn on_ack(&mut self, a: &Ack, at: u64, now: u64) -> bool {
         let Some(largest) = a.largest() else {
             return false;
         };
@@ -1157,7 +1178,7 @@ impl<'a> FlowSender<'a> {
             return false;
         }
         self.acks += 1;
-        self.last_ack_rx_us = now;
+        self.last_ack_rx_us = at;
         let mut s = AckSample::default();
         let new_cum = self.cum_acked.max(a.cum_offset);
         let mut newly_acked = false;
@@ -1195,7 +1216,7 @@ impl<'a> FlowSender<'a> {
                     self.fin_state = FinState::Acked;
                 }
                 if pn == largest {
-                    rtt_latest = Some(now.saturating_sub(p.time_us));
+                    rtt_latest = Some(at.saturating_sub(p.time_us));
                 }
             }
         }
@@ -1234,12 +1255,12 @@ impl<'a> FlowSender<'a> {
         if let Some(latest) = rtt_latest {
             let adjusted = self.rtt.update(latest, u64::from(a.ack_delay_us));
             s.rtt_us = adjusted;
-            if now >= self.rtt_from_us {
+            if at >= self.rtt_from_us {
                 self.record_rtt(adjusted);
             }
             // The echoed send timestamp and the receive timestamp are both of the largest
             // packet, the one this RTT sample is of.
-            owd_us = Some(self.owd.update(now, a.echo_ts, a.recv_ts));
+            owd_us = Some(self.owd.update(at, a.echo_ts, a.recv_ts));
         }
         if a.ecn_ce > self.ecn_ce {
             let d = (a.ecn_ce - self.ecn_ce).min(u64::from(u32::MAX)) as u32;
@@ -1258,11 +1279,11 @@ impl<'a> FlowSender<'a> {
             self.completed = true;
             self.receiver_intact = Some(a.flags & flags::INTACT != 0);
             self.fin_state = FinState::Acked;
-            self.done_us = now;
+            self.done_us = at;
         }
         self.pop_resolved();
         let window = self.rtt.smoothed().clamp(1_000, 1_000_000);
-        let windowed = self.delivery_rate.update(now, self.delivered, window);
+        let windowed = self.delivery_rate.update(at, self.delivered, window);
         let windowed_out = self.send_rate.update(now, self.sent_cum, window);
         (self.rate_in, self.rate_out) = match sample_pkt {
             // A delivery-rate sample as BBR takes it: bytes delivered since the packet was sent,
@@ -1270,10 +1291,10 @@ impl<'a> FlowSender<'a> {
             // and the send rate over the same packets (not the last srtt's, which a controller
             // that takes the smaller of the two would mix with a later phase of its sending).
             Some(p) => {
-                self.delivered_time_us = now;
+                self.delivered_time_us = at;
                 self.first_sent_us = p.time_us;
                 let send_elapsed = p.time_us.saturating_sub(p.first_sent_us);
-                let ack_elapsed = now.saturating_sub(p.delivered_time_us);
+                let ack_elapsed = at.saturating_sub(p.delivered_time_us);
                 let interval = send_elapsed.max(ack_elapsed);
                 let data = u128::from(self.delivered - p.delivered);
                 if interval > 0 && p.delivered_time_us > 0 {
@@ -1827,8 +1848,11 @@ impl<'a> FlowSender<'a> {
         tracing::debug!(
             flow = self.index,
             rx_timestamps = self.rx_stamps,
-            acks = self.acks,
-            wait_mean_us = self.ack_wait_total_us.checked_div(self.acks).unwrap_or(0),
+            datagrams = self.arrivals,
+            wait_mean_us = self
+                .ack_wait_total_us
+                .checked_div(self.arrivals)
+                .unwrap_or(0),
             wait_max_us = self.ack_wait_max_us,
             "time ACK datagrams waited in the socket before they were read"
         );
@@ -1862,6 +1886,7 @@ impl<'a> FlowSender<'a> {
             ignored_datagrams: self.ignored,
             ecn_ce_packets: self.ecn_ce,
             gso: self.gso,
+            ack_timestamps: self.rx_stamps,
             hash: pattern::hash_hex(hash),
             completed: self.completed,
             receiver_intact: self.receiver_intact,

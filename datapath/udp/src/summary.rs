@@ -113,6 +113,10 @@ pub struct SenderSummary {
     pub ecn_ce_packets: u64,
     /// Whether GSO was used.
     pub gso: bool,
+    /// ACKs were timed by the kernel's receive timestamps, not when the sender read them
+    /// (false where the kernel does not stamp received datagrams).
+    #[serde(default)]
+    pub ack_timestamps: bool,
     /// xxh3-128 hash of the stream the sender sent, 32 hex digits.
     pub hash: String,
     /// The receiver acknowledged the whole stream and the FIN.
@@ -316,6 +320,7 @@ mod tests {
             ignored_datagrams: 0,
             ecn_ce_packets: 0,
             gso: false,
+            ack_timestamps: true,
             hash: String::new(),
             completed: false,
             receiver_intact: None,
