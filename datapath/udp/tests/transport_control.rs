@@ -134,9 +134,17 @@ fn recorded(
 fn samples_add_up_without_loss() {
     let _g = serial();
     bounded(Duration::from_secs(60), || {
+        // Paced at 8 MB/s (64 Mbit/s), well below the window's 32 packets per 2-ms round trip
+        // (23 MB/s): the rate samples have a known rate to match.
         let bytes = 3_000_000u64;
         let cwnd = 32 * 1448;
-        let (log, s, dropped) = recorded(bytes, 0.0, move |_| Box::new(Fixed { cwnd, rate: None }));
+        let rate = 8_000_000u64;
+        let (log, s, dropped) = recorded(bytes, 0.0, move |_| {
+            Box::new(Fixed {
+                cwnd,
+                rate: Some(rate),
+            })
+        });
         let data_pkts = bytes.div_ceil(1448);
         println!(
             "{} acks, Σbytes_acked {}, Σpackets_acked {}, Σlost {}, dropped {dropped}",
@@ -177,7 +185,12 @@ fn samples_add_up_without_loss() {
         );
         let first = log.acks.first().unwrap();
         assert!(u64::from(first.bytes_pending) >= bytes - u64::from(cwnd) - 1448);
-        // Rates: the median estimate of the middle half is close to the flow's goodput.
+        // Rates: the median sample of the middle half is close to the pacing rate. (Not to the
+        // whole transfer's goodput: one scheduling stall of the sender, relay or receiver on a
+        // busy machine lowers that, and a transfer this short, by a third, while the samples
+        // that do not span the stall still give the rate the flow ran at: with three busy loops
+        // on the two cores of the project's machine, goodput 0.79-0.94 of the rate over 15 runs,
+        // the median samples 0.91-0.98.)
         let goodput = bytes as f64 / s.duration_s;
         let n = log.acks.len();
         let median = |f: fn(&ccp_udp::cc::AckSample) -> u64| {
@@ -186,14 +199,18 @@ fn samples_add_up_without_loss() {
             v[v.len() / 2] as f64
         };
         let (rin, rout) = (median(|a| a.rate_incoming), median(|a| a.rate_outgoing));
-        println!("goodput {goodput:.0} B/s, median delivery rate {rin:.0}, sending rate {rout:.0}");
+        println!(
+            "paced at {rate} B/s: goodput {goodput:.0} B/s, median delivery rate {rin:.0}, \
+             sending rate {rout:.0}"
+        );
+        let rate = rate as f64;
         assert!(
-            (rin / goodput - 1.0).abs() < 0.35,
-            "delivery rate {rin} vs {goodput}"
+            (rin / rate - 1.0).abs() < 0.2,
+            "delivery rate {rin} vs {rate}"
         );
         assert!(
-            (rout / goodput - 1.0).abs() < 0.35,
-            "sending rate {rout} vs {goodput}"
+            (rout / rate - 1.0).abs() < 0.2,
+            "sending rate {rout} vs {rate}"
         );
         assert!(log.acks.iter().filter(|a| a.rtt_us > 0).count() > log.acks.len() / 2);
     });
