@@ -646,7 +646,10 @@ fn killed_emulator_leaves_nothing_behind() {
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_ccp-emu"))
         .args(["delay", "10", "--name-prefix", "tekill", "--"])
-        .args(["sh", "-c", "sleep 300 & sleep 301"])
+        // Durations no other process on the host is likely to sleep for: the check below
+        // finds the sleepers by their command lines (a `sleep 300` of a shell elsewhere on the
+        // machine once failed this test).
+        .args(["sh", "-c", "sleep 300.017 & sleep 301.017"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -670,14 +673,19 @@ fn killed_emulator_leaves_nothing_behind() {
     child.wait().unwrap();
     let t0 = Instant::now();
     loop {
-        let sleepers = Command::new("pgrep")
-            .args(["-f", "^sleep 30[01]$"])
+        let sleepers: Vec<String> = Command::new("pgrep")
+            .args(["-f", r"^sleep 30[01]\.017$"])
             .output()
-            .map(|o| o.stdout.len())
-            .unwrap_or(0);
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
         let alive: Vec<_> = netns_inodes().intersection(&ours).cloned().collect();
         if alive.is_empty()
-            && sleepers == 0
+            && sleepers.is_empty()
             && cleanup::find_inits("tekill").is_empty()
             && cleanup::find_interfaces("tekill").is_empty()
         {
@@ -685,7 +693,7 @@ fn killed_emulator_leaves_nothing_behind() {
         }
         assert!(
             t0.elapsed() < Duration::from_secs(3),
-            "left behind after SIGKILL: namespace {alive:?}, sleepers {sleepers}"
+            "left behind after SIGKILL: namespace {alive:?}, sleep processes {sleepers:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
