@@ -23,12 +23,12 @@
 //! `our_bbr_keeps_the_queue_small_like_kernel_bbr`; each prints the side-by-side table
 //! (`cargo test --release -p ccp-tests --test emu_baselines -- --nocapture`).
 //!
-//! BBR, ours against the kernel's (12 runs with ccp-udp timing ACKs by the kernel's receive
+//! BBR, ours against the kernel's (14 runs with ccp-udp timing ACKs by the kernel's receive
 //! timestamps, no packet dropped in any; queueing delay = ping RTT − idle-link ping RTT):
 //!
 //! | flow       | utilisation  | queue p50  | queue p95   |
 //! |------------|--------------|------------|-------------|
-//! | ccp bbr    | 99.6–99.9 %  | 0.4–1.3 ms | 4.9–7.4 ms  |
+//! | ccp bbr    | 99.6–99.9 %  | 0.4–1.5 ms | 4.9–7.4 ms  |
 //! | kernel bbr | 99.9–100 %   | 2.6–6.5 ms | 6.7–19.0 ms |
 //!
 //! Ours paces 1 % below its bandwidth estimate, as Linux does; without that margin
@@ -560,8 +560,9 @@ fn ours(
             "{alg}: controllers in charge {controllers:?}, expected only the agent"
         )));
     }
-    // The BBR bounds assume ACKs timed by the kernel's receive timestamps (see
-    // `our_bbr_keeps_the_queue_small_like_kernel_bbr`).
+    // Our flows' figures are of ACKs timed by the kernel's receive timestamps, and the BBR
+    // bounds depend on it (see `our_bbr_keeps_the_queue_small_like_kernel_bbr`): a run without
+    // them measures something else, for every flow of ours.
     if f["ack_timestamps"].as_bool() != Some(true) {
         return Err(failed(format!(
             "{alg}: ccp-udp timed its ACKs when it read them, not by the kernel's receive \
@@ -782,9 +783,9 @@ fn our_bbr_keeps_the_queue_small_like_kernel_bbr() {
     // failed the bound at 8.8 ms against the kernel's 3.2, and another the p95 bound then of
     // max(2 × kernel, 10 ms) at 15.0 ms.
     //
-    // Measured with the receive timestamps (12 runs, nothing else on the 2-core machine): ours
-    // 0.4-1.3 ms at the median, 4.9-7.4 ms at p95, utilisation 99.6-99.9 %; the kernel's
-    // 2.6-6.5 ms, 6.7-19.0 ms, 99.9-100 %. The bound's floor leaves ours a margin of 3.8× at
+    // Measured with the receive timestamps (14 runs, nothing else on the 2-core machine): ours
+    // 0.4-1.5 ms at the median, 4.9-7.4 ms at p95, utilisation 99.6-99.9 %; the kernel's
+    // 2.6-6.5 ms, 6.7-19.0 ms, 99.9-100 %. The bound's floor leaves ours a margin of 3.3× at
     // the least. Without the margin (`bbr:pacing-margin=0`, 7 runs of an earlier BBR) ours
     // was 0.5-14.8 ms at the median: the queue grows by 2-4 ms/s when the run's estimate is
     // high, until in-flight meets the 2-BDP window.

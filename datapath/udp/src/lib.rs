@@ -15,8 +15,8 @@
 //! The sender times each ACK by when the kernel received it (`SO_TIMESTAMPNS`), not when it
 //! reads the socket: RTT and delivery-rate samples then leave out the time an ACK waited in the
 //! sender's socket while the sender was sending or descheduled. On the emulator this kept BBR's
-//! max-filtered bandwidth estimate within its 1 % pacing margin at the median of each run
-//! (`tests/tests/emu_baselines.rs`). Where the kernel gives no stamp, an ACK is timed when
+//! max-filtered bandwidth estimate within its 1 % pacing margin at the median of each run, and
+//! its queue short (docs/results/datapaths.md, "ACK timing"; `tests/tests/emu_baselines.rs`). Where the kernel gives no stamp, an ACK is timed when
 //! read. The receiver still times data packets when it reads them (the ACK delay and the
 //! receive timestamp it echoes).
 //!

@@ -374,6 +374,9 @@ fn run_flow(
         .local_addr()
         .map_err(|e| Error::io("reading the sender's address", e))?;
     sio::set_buffers(&sock, SNDBUF, RCVBUF);
+    // Before the handshake: the kernel turns stamping on asynchronously the first time a socket
+    // asks, and it is on by the first data ACK.
+    let rx_stamps = sio::enable_rx_timestamps(&sock);
     let gso = cfg.gso && sio::gso_supported(&sock);
     if cfg.ecn
         && let Err(e) = sio::set_tos(&sock, cfg.dest.is_ipv6(), sio::ECN_ECT0)
@@ -410,7 +413,7 @@ fn run_flow(
         algorithm: spec.algorithm.clone(),
     };
     let ctrl = make(&meta);
-    let mut flow = FlowSender::new(cfg, index, flow_id, sock, local, gso, ctrl, hs);
+    let mut flow = FlowSender::new(cfg, index, flow_id, sock, local, gso, rx_stamps, ctrl, hs);
     flow.rtt_from_us = (epoch + cfg.rtt_from)
         .saturating_duration_since(flow.epoch)
         .as_micros() as u64;
@@ -676,9 +679,11 @@ struct FlowSender<'a> {
     /// When the last read that left the socket empty began, µs: nothing read later arrived
     /// before it.
     drained_at_us: u64,
-    /// Datagrams timed by [`Self::stamp_arrival`], and how long they waited in the socket
-    /// before they were read, µs: total and largest.
+    /// Datagrams timed by [`Self::stamp_arrival`], those of them with a plausible receive
+    /// timestamp, and how long they waited in the socket before they were read, µs: total and
+    /// largest.
     arrivals: u64,
+    stamped: u64,
     ack_wait_total_us: u64,
     ack_wait_max_us: u64,
 
@@ -738,18 +743,23 @@ struct FlowSender<'a> {
 /// When a datagram of a batch read at `now` (flow clock, µs; `wall_ns` on the wall clock, read
 /// with it) reached the socket: `now` less the time it waited there by the kernel's receive
 /// timestamp `rx_wall_ns`, or `now` itself without a plausible stamp (none, or one that says
-/// the wall clock stepped). Never before `floor` (≤ `now`: the previous datagram's time) nor
-/// after `now`.
+/// the wall clock stepped). Never before `floor` (≤ `now`; the caller's: the previous
+/// datagram's time, or the start of the last read that emptied the socket) nor after `now`.
 ///
 /// ACK times make the RTT samples and the delivery-rate samples, whose maximum is BBR's
 /// bandwidth estimate. Timed when read, an ACK that waited while the sender was sending or
 /// descheduled would shorten the interval of the next sample and inflate it.
 fn arrival_us(rx_wall_ns: Option<u64>, now: u64, wall_ns: u64, floor: u64) -> u64 {
-    let waited_us = match rx_wall_ns {
-        Some(at) if at <= wall_ns && wall_ns - at < MAX_SOCKET_WAIT_NS => (wall_ns - at) / 1000,
-        _ => 0,
-    };
-    now.saturating_sub(waited_us).max(floor).min(now)
+    now.saturating_sub(socket_wait_us(rx_wall_ns, wall_ns).unwrap_or(0))
+        .max(floor)
+        .min(now)
+}
+
+/// How long a datagram stamped `rx_wall_ns` had waited when the wall clock read `wall_ns`, µs;
+/// None without a plausible stamp.
+fn socket_wait_us(rx_wall_ns: Option<u64>, wall_ns: u64) -> Option<u64> {
+    let at = rx_wall_ns?;
+    (at <= wall_ns && wall_ns - at < MAX_SOCKET_WAIT_NS).then(|| (wall_ns - at) / 1000)
 }
 
 impl<'a> FlowSender<'a> {
@@ -761,6 +771,7 @@ impl<'a> FlowSender<'a> {
         sock: UdpSocket,
         local: SocketAddr,
         gso: bool,
+        rx_stamps: bool,
         ctrl: Box<dyn FlowController + 'a>,
         hs: Handshake,
     ) -> Self {
@@ -772,7 +783,6 @@ impl<'a> FlowSender<'a> {
             Amount::Duration(d) => (None, FinState::Open, Some(d.as_micros() as u64)),
         };
         let dead_peer = MIN_DEAD_PEER.max(cfg.handshake_timeout * 2);
-        let rx_stamps = sio::enable_rx_timestamps(&sock);
         let mut f = FlowSender {
             index,
             flow_id,
@@ -817,6 +827,7 @@ impl<'a> FlowSender<'a> {
             ack_clock_us: 0,
             drained_at_us: 0,
             arrivals: 0,
+            stamped: 0,
             ack_wait_total_us: 0,
             ack_wait_max_us: 0,
             pacer: Pacer::new(0, 0),
@@ -1153,6 +1164,7 @@ impl<'a> FlowSender<'a> {
         let at = arrival_us(rx_wall_ns, now, wall_ns, floor);
         self.ack_clock_us = at;
         self.arrivals += 1;
+        self.stamped += u64::from(socket_wait_us(rx_wall_ns, wall_ns).is_some());
         self.ack_wait_total_us += now - at;
         self.ack_wait_max_us = self.ack_wait_max_us.max(now - at);
         at
@@ -1271,7 +1283,8 @@ impl<'a> FlowSender<'a> {
         if self.largest_acked.is_none_or(|l| largest > l) {
             self.largest_acked = Some(largest);
         }
-        s.lost_pkts = self.detect_lost(now);
+        // As of the ACK's arrival, like the RTT that sets the time threshold.
+        s.lost_pkts = self.detect_lost(at);
         if newly_acked {
             self.pto_count = 0;
         }
@@ -1849,6 +1862,7 @@ impl<'a> FlowSender<'a> {
             flow = self.index,
             rx_timestamps = self.rx_stamps,
             datagrams = self.arrivals,
+            stamped = self.stamped,
             wait_mean_us = self
                 .ack_wait_total_us
                 .checked_div(self.arrivals)
@@ -1886,7 +1900,8 @@ impl<'a> FlowSender<'a> {
             ignored_datagrams: self.ignored,
             ecn_ce_packets: self.ecn_ce,
             gso: self.gso,
-            ack_timestamps: self.rx_stamps,
+            // Most ACKs were timed by their stamps (not: stamping was asked for).
+            ack_timestamps: self.stamped * 2 > self.arrivals,
             hash: pattern::hash_hex(hash),
             completed: self.completed,
             receiver_intact: self.receiver_intact,

@@ -113,8 +113,8 @@ pub struct SenderSummary {
     pub ecn_ce_packets: u64,
     /// Whether GSO was used.
     pub gso: bool,
-    /// ACKs were timed by the kernel's receive timestamps, not when the sender read them
-    /// (false where the kernel does not stamp received datagrams).
+    /// Most ACK datagrams carried a kernel receive timestamp and were timed by it, not when the
+    /// sender read them (false where the kernel does not stamp received datagrams).
     #[serde(default)]
     pub ack_timestamps: bool,
     /// xxh3-128 hash of the stream the sender sent, 32 hex digits.

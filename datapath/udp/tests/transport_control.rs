@@ -130,6 +130,33 @@ fn recorded(
     )
 }
 
+/// A window-limited transfer (no pacing rate): what is in flight never exceeds the window
+/// (a tail-loss probe may add a packet), and the first report sees everything past the first
+/// window still pending.
+#[test]
+fn window_caps_what_is_in_flight() {
+    let _g = serial();
+    bounded(Duration::from_secs(60), || {
+        let bytes = 3_000_000u64;
+        let cwnd = 32 * 1448;
+        let (log, _s, dropped) =
+            recorded(bytes, 0.0, move |_| Box::new(Fixed { cwnd, rate: None }));
+        assert_eq!(dropped, 0);
+        assert_eq!(log.sum(|a| u64::from(a.bytes_acked)), bytes);
+        // The window binds: at some report the flow has (nearly) a full window out.
+        let most = log.acks.iter().map(|a| a.bytes_in_flight).max().unwrap();
+        assert!(
+            most + 2 * 1448 >= cwnd,
+            "at most {most} B in flight, window {cwnd}"
+        );
+        for a in &log.acks {
+            assert!(a.bytes_in_flight <= cwnd + 1448, "{a:?}");
+        }
+        let first = log.acks.first().unwrap();
+        assert!(u64::from(first.bytes_pending) >= bytes - u64::from(cwnd) - 1448);
+    });
+}
+
 #[test]
 fn samples_add_up_without_loss() {
     let _g = serial();
