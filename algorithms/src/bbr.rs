@@ -87,7 +87,8 @@
 //!   estimate less than 1 % high, so the samples must be timed well: on that link, with every
 //!   ACK's sample and ACKs timed when the sender read them, `BtlBw` sat 0.9–1.1 % above the link
 //!   at the median of each run and the median queue was 1–9 ms; timed by the kernel's receive
-//!   timestamps, 0.5–0.7 % and 0.4–1.3 ms (8 runs each).
+//!   timestamps, 0.5–0.7 % and 0.4–1.5 ms (`BtlBw`: 8 runs each way, the agent's log; the
+//!   queue: 15 and 14 runs of that test).
 //!   In the simulator, whose samples are exact, the margin costs about 0.4 % of utilisation.
 //!   `pacing-margin=0` is draft-00.
 //! - window (the draft's core cwnd adjustment; `acked` below is the report's newly delivered

@@ -669,20 +669,31 @@ fn killed_emulator_leaves_nothing_behind() {
         .collect();
     assert_eq!(ours.len(), 1, "{ours:?}");
     assert!(netns_inodes().is_superset(&ours));
+    // Both sleepers run (so the check below can see them go).
+    let sleepers = || -> Vec<String> {
+        let out = Command::new("pgrep")
+            .args(["-f", r"^sleep 30[01]\.017$"])
+            .output()
+            .expect("pgrep");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let t0 = Instant::now();
+    while sleepers().len() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the shell's two sleepers did not show: {:?}",
+            sleepers()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let t0 = Instant::now();
     loop {
-        let sleepers: Vec<String> = Command::new("pgrep")
-            .args(["-f", r"^sleep 30[01]\.017$"])
-            .output()
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let sleepers = sleepers();
         let alive: Vec<_> = netns_inodes().intersection(&ours).cloned().collect();
         if alive.is_empty()
             && sleepers.is_empty()
