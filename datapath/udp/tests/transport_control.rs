@@ -193,8 +193,9 @@ fn samples_add_up_without_loss() {
         assert_eq!(log.sum(|a| u64::from(a.lost_pkts)), 0);
         assert_eq!(log.sum(|a| u64::from(a.packets_misordered)), 0);
         assert!(log.acks.iter().all(|a| !a.was_timeout));
+        // The window's cap on what is in flight: `window_caps_what_is_in_flight` (pacing
+        // keeps this flow below its window).
         for a in &log.acks {
-            assert!(a.bytes_in_flight <= cwnd + 1448, "{a:?}");
             assert!(
                 a.rtt_us == 0 || a.rtt_us >= 2_000,
                 "rtt {} µs over a 2 ms path",
@@ -210,8 +211,6 @@ fn samples_add_up_without_loss() {
             ),
             (0, 0, 0)
         );
-        let first = log.acks.first().unwrap();
-        assert!(u64::from(first.bytes_pending) >= bytes - u64::from(cwnd) - 1448);
         // Rates: the median sample of the middle half is close to the pacing rate. (Not to the
         // whole transfer's goodput: one scheduling stall of the sender, relay or receiver on a
         // busy machine lowers that, and a transfer this short, by a third, while the samples
