@@ -342,6 +342,7 @@ fn start_recv(
             Command::new(&udp_bin)
                 .args(["recv", "--listen", &format!("{}:{PORT}", host.addr)])
                 .args(["--flows", &n.to_string()])
+                .args(["--log-level", &super::datapath_log_level("info")])
                 .args(args)
                 .arg("--json")
                 .arg(raw.join(format!("{stem}.json")))

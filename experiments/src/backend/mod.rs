@@ -163,6 +163,20 @@ pub(crate) fn agent_log_level() -> String {
     }
 }
 
+/// Environment variable that replaces the log filter of every datapath process a run starts
+/// (`ccp-udp` and `ccp-quic` senders and receivers; e.g. `info,ccp_udp::arrival=debug` logs how
+/// long received datagrams waited in each socket before they were read).
+pub const DATAPATH_LOG_ENV: &str = "CCP_EXP_DATAPATH_LOG";
+
+/// The `--log-level` of a datapath process whose own is `default`, or [`DATAPATH_LOG_ENV`] when
+/// it is set and not empty. The processes log to the run's `raw/*.err`.
+pub(crate) fn datapath_log_level(default: &str) -> String {
+    match std::env::var(DATAPATH_LOG_ENV) {
+        Ok(v) if !v.trim().is_empty() => v,
+        _ => default.to_string(),
+    }
+}
+
 /// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).
 pub fn algorithm_of(requested: &str) -> String {
     requested.split(':').next().unwrap_or("").trim().to_string()

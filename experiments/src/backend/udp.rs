@@ -341,6 +341,7 @@ pub fn run(ctx: &RunContext) -> Result<RunData, BackendError> {
                 "--flows",
                 &flows.len().to_string(),
             ])
+            .args(["--log-level", &super::datapath_log_level("info")])
             .arg("--json")
             .arg(raw.join("recv.json"))
             .stdout(file(&raw.join("recv.out"))?)
@@ -579,7 +580,7 @@ pub(crate) fn sender_command(
         .arg(sockdir.join("agent.sock"))
         .arg("--socket")
         .arg(sockdir.join(socket))
-        .args(["--log-level", "warn"])
+        .args(["--log-level", &super::datapath_log_level("warn")])
         .args(["--backend", &r.udp.datapath])
         .args(["--mss", &r.udp.mss.to_string()])
         .args([
