@@ -12,13 +12,15 @@
 //! pattern of the flow id and offset ([`pattern`]), so reordering or duplication bugs change
 //! the hash.
 //!
-//! The sender times each ACK by when the kernel received it (`SO_TIMESTAMPNS`), not when it
-//! reads the socket: RTT and delivery-rate samples then leave out the time an ACK waited in the
-//! sender's socket while the sender was sending or descheduled. On the emulator this kept BBR's
-//! max-filtered bandwidth estimate within its 1 % pacing margin at the median of each run, and
-//! its queue short (docs/results/datapaths.md, "ACK timing"; `tests/tests/emu_baselines.rs`). Where the kernel gives no stamp, an ACK is timed when
-//! read. The receiver still times data packets when it reads them (the ACK delay and the
-//! receive timestamp it echoes).
+//! Both ends time what they receive by when the kernel received it (`SO_TIMESTAMPNS`), not when
+//! they read their socket (module `arrival`), as a kernel TCP stack does. The sender's RTT and
+//! delivery-rate samples then leave out the time an ACK waited in its socket while it was
+//! sending or descheduled: on the emulator this kept BBR's max-filtered bandwidth estimate
+//! within its 1 % pacing margin at the median of each run, and its queue short
+//! (docs/results/datapaths.md, "ACK timing"; `tests/tests/emu_baselines.rs`). The receiver's
+//! ACK delay includes the time data waited in its socket, which the sender takes out of its RTT
+//! samples, and the receive timestamp it echoes (the one-way delay) leaves it out. Where the
+//! kernel gives no stamp, a datagram is timed when read.
 //!
 //! Module map:
 //! * [`cc`]: the seam to controllers ([`cc::FlowController`], [`cc::AckSample`], [`cc::FlowMeta`]);
@@ -28,7 +30,8 @@
 //!   GSO batching, pacing, samples, trace); [`rtt`] and [`pacing`] hold its estimators;
 //! * [`receiver`]: [`run_receiver`], reassembly, hashing and the ACK policy; [`ranges`] keeps
 //!   the received packet numbers;
-//! * [`io`]: sockets, GSO/GRO, ECN, batched system calls (the only `unsafe` code);
+//! * [`io`]: sockets, GSO/GRO, ECN, receive timestamps, batched system calls (the only `unsafe`
+//!   code); `arrival` dates received datagrams by their timestamps;
 //! * [`reno`]: [`reno::BuiltinReno`]; [`relay`]: a seeded lossy relay for tests;
 //! * [`summary`]: per-flow reports and trace CSV; [`error`]: [`Error`];
 //! * [`cli`]: command-line option groups and helpers the datapath binaries share.
@@ -51,6 +54,7 @@
 //! # Ok::<(), ccp_udp::Error>(())
 //! ```
 
+mod arrival;
 pub mod cc;
 pub mod ccp;
 pub mod cli;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::Xxh3Default;
 
+use crate::arrival::ArrivalClock;
 use crate::error::Error;
 use crate::io::{self as sio, RecvBatch};
 use crate::packet::{self, Ack, DataHeader, Hello, Packet, PacketError, flags};
@@ -124,6 +125,9 @@ pub struct ReceiverReport {
     pub datagrams: u64,
     /// Messages the kernel delivered them in (fewer than datagrams when GRO coalesced).
     pub messages: u64,
+    /// Most messages carried a kernel receive timestamp and were timed by it
+    /// ([`ReceiverSummary::rx_timestamps`]).
+    pub rx_timestamps: bool,
 }
 
 /// Runs a receiver until `stop`, `expect_flows` completed flows or the idle timeout; returns
@@ -142,6 +146,9 @@ pub fn run_receiver_report(
     stop: &AtomicBool,
     on_bound: &mut dyn FnMut(SocketAddr),
 ) -> Result<ReceiverReport, Error> {
+    // The receiver's clock starts before anything can arrive: a datagram that waits in the
+    // socket while `on_bound` runs is still dated by its arrival.
+    let epoch = Instant::now();
     let sock = UdpSocket::bind(cfg.bind)
         .map_err(|e| Error::io(format!("binding the receiver to {}", cfg.bind), e))?;
     sock.set_nonblocking(true)
@@ -153,13 +160,14 @@ pub fn run_receiver_report(
     let (_, rcvbuf) = sio::set_buffers(&sock, 1 << 20, RCVBUF);
     let gro = cfg.gro && sio::enable_gro(&sock);
     let ecn = sio::enable_recv_tos(&sock, v6);
+    let rx_stamps = sio::enable_rx_timestamps(&sock);
     // The 1 ms delayed-ACK timer should fire on time.
     sio::set_timer_slack_ns(1_000);
-    tracing::info!(%local, gro, ecn, rcvbuf, "ccp-udp receiver listening");
+    tracing::info!(%local, gro, ecn, rx_stamps, rcvbuf, "ccp-udp receiver listening");
     on_bound(local);
     let mut r = Receiver {
         sock,
-        epoch: Instant::now(),
+        epoch,
         flows: HashMap::new(),
         order: Vec::new(),
         done_summaries: HashMap::new(),
@@ -170,8 +178,10 @@ pub fn run_receiver_report(
         out: [0; packet::MAX_ACK_LEN],
         datagrams: 0,
         messages: 0,
+        arrivals: ArrivalClock::new(rx_stamps),
     };
     r.run(cfg, stop)?;
+    r.arrivals.log("DATA", None);
     let flows = r.summaries();
     tracing::info!(
         flows = flows.len(),
@@ -186,6 +196,7 @@ pub fn run_receiver_report(
         rcvbuf,
         datagrams: r.datagrams,
         messages: r.messages,
+        rx_timestamps: r.arrivals.mostly_stamped(),
     })
 }
 
@@ -203,6 +214,9 @@ struct Receiver {
     out: [u8; packet::MAX_ACK_LEN],
     datagrams: u64,
     messages: u64,
+    /// When each message arrived, by the kernel's receive timestamp where there is one: the
+    /// time of the DATA it holds ([`crate::arrival`]).
+    arrivals: ArrivalClock,
 }
 
 struct RecvFlow {
@@ -472,7 +486,8 @@ impl RecvFlow {
         self.last_progress_us = now;
     }
 
-    fn summary(&self, ignored: u64) -> ReceiverSummary {
+    /// `rx_timestamps`: [`ReceiverSummary::rx_timestamps`], the receiver's so far.
+    fn summary(&self, ignored: u64, rx_timestamps: bool) -> ReceiverSummary {
         let start = self.first_data_us.unwrap_or(0);
         let end = self.done_us.unwrap_or(self.last_progress_us);
         let secs = end.saturating_sub(start) as f64 / 1e6;
@@ -496,6 +511,7 @@ impl RecvFlow {
             longest_stall_ms: self.longest_stall_us as f64 / 1e3,
             ignored_datagrams: ignored,
             arrivals: self.arrivals.clone(),
+            rx_timestamps,
         }
     }
 
@@ -573,6 +589,8 @@ impl Receiver {
             sio::wait(fd, false, Some(timeout))
                 .map_err(|e| Error::io("waiting for datagrams", e))?;
             for _ in 0..64 {
+                let before_read = self.now_us();
+                self.arrivals.read_began(before_read);
                 let n = match sio::recv_batch(fd, &mut batch) {
                     Ok(n) => n,
                     Err(e) => {
@@ -582,9 +600,12 @@ impl Receiver {
                     }
                 };
                 if n == 0 {
+                    self.arrivals.batch_done(true);
                     break;
                 }
                 last_any = Instant::now();
+                // The wall clock first ([`ArrivalClock`]).
+                let wall_ns = self.arrivals.wall_ns();
                 let now = self.now_us();
                 let valid_before = self.ignored.total();
                 let mut datagrams = 0u64;
@@ -599,9 +620,11 @@ impl Receiver {
                         continue;
                     };
                     let ce = meta.tos.is_some_and(|t| t & 0x03 == sio::ECN_CE);
+                    // A GRO message's datagrams arrived within one stamp of each other.
+                    let at = self.arrivals.stamp(meta.rx_wall_ns, now, wall_ns);
                     for d in batch.datagrams(i) {
                         datagrams += 1;
-                        self.handle(d, from, ce, now);
+                        self.handle(d, from, ce, at, now);
                     }
                 }
                 self.datagrams += datagrams;
@@ -610,6 +633,8 @@ impl Receiver {
                     last_valid = Instant::now();
                 }
                 self.flush_batch_acks(now);
+                // Fewer than it had room for: the socket was empty when this read ended.
+                self.arrivals.batch_done(n < batch.slots());
                 if n < batch.slots() {
                     break;
                 }
@@ -617,7 +642,9 @@ impl Receiver {
         }
     }
 
-    fn handle(&mut self, d: &[u8], from: SocketAddr, ce: bool, now: u64) {
+    /// One datagram that arrived at `at` and is read at `now` (µs, `at` ≤ `now`): the flow's
+    /// state goes by its arrival, the ACK it may cause by `now`.
+    fn handle(&mut self, d: &[u8], from: SocketAddr, ce: bool, at: u64, now: u64) {
         let p = match packet::decode(d) {
             Ok(p) => p,
             Err(e) => {
@@ -626,7 +653,7 @@ impl Receiver {
             }
         };
         match p {
-            Packet::Hello(h) => self.on_hello(h, from, now),
+            Packet::Hello(h) => self.on_hello(h, from, at),
             Packet::Data(h, payload) => {
                 let Some(f) = self.flows.get_mut(&h.flow_id) else {
                     self.ignored.unknown_flow += 1;
@@ -637,7 +664,7 @@ impl Receiver {
                     return;
                 }
                 let was_complete = f.complete();
-                if !f.on_data(&h, payload, ce, now) {
+                if !f.on_data(&h, payload, ce, at) {
                     self.ignored.invalid_data += 1;
                     return;
                 }
@@ -647,7 +674,7 @@ impl Receiver {
                 }
                 if !was_complete && f.complete() {
                     self.finished += 1;
-                    let s = f.summary(self.ignored.total());
+                    let s = f.summary(self.ignored.total(), self.arrivals.mostly_stamped());
                     tracing::info!(
                         flow = format_args!("{:08x}", s.flow_id),
                         bytes = s.bytes,
@@ -793,6 +820,7 @@ impl Receiver {
             .map(|(id, _)| *id)
             .collect();
         let ignored = self.ignored.total();
+        let stamped = self.arrivals.mostly_stamped();
         for id in old {
             if let Some(f) = self.flows.remove(&id) {
                 if f.done_us.is_none() {
@@ -802,7 +830,10 @@ impl Receiver {
                         "giving up a flow whose sender went silent before its FIN"
                     );
                 }
-                let s = f.summary.clone().unwrap_or_else(|| f.summary(ignored));
+                let s = f
+                    .summary
+                    .clone()
+                    .unwrap_or_else(|| f.summary(ignored, stamped));
                 self.done_summaries.insert(id, s);
             }
         }
@@ -810,10 +841,13 @@ impl Receiver {
 
     fn summaries(&mut self) -> Vec<ReceiverSummary> {
         let ignored = self.ignored.total();
+        let stamped = self.arrivals.mostly_stamped();
         let mut out = Vec::with_capacity(self.order.len());
         for id in &self.order {
             let s = if let Some(f) = self.flows.get(id) {
-                f.summary.clone().unwrap_or_else(|| f.summary(ignored))
+                f.summary
+                    .clone()
+                    .unwrap_or_else(|| f.summary(ignored, stamped))
             } else if let Some(s) = self.done_summaries.remove(id) {
                 s
             } else {
@@ -902,7 +936,7 @@ mod tests {
         assert_eq!(f.next_offset, total);
         assert_eq!(f.duplicates, 2);
         assert_eq!(f.ecn_ce, 1);
-        let s = f.summary(0);
+        let s = f.summary(0, false);
         assert_eq!(s.hash, s.sender_hash.clone().unwrap());
         let a = f.build_ack(300);
         assert_eq!(a.flags & flags::COMPLETE, flags::COMPLETE);
@@ -933,7 +967,7 @@ mod tests {
         assert!(f.on_data(&h, &p, false, 6 * gap));
         assert!(f.complete() && f.intact);
         let got: Vec<(f64, u64)> = f
-            .summary(0)
+            .summary(0, false)
             .arrivals
             .iter()
             .map(|a| (a.t_s, a.bytes))

@@ -49,6 +49,7 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::Xxh3Default;
 
+use crate::arrival::ArrivalClock;
 use crate::cc::{AckSample, FlowController, FlowMeta};
 use crate::error::{Error, HumanDuration};
 use crate::io::{self as sio, RecvBatch, SendMsg};
@@ -77,9 +78,6 @@ const MAX_PKTS_IN_FLIGHT: u64 = 1 << 20;
 const RTT_RESERVOIR: usize = 1 << 20;
 /// Waits shorter than this (µs) spin instead of sleeping in `ppoll`.
 const SPIN_US: u64 = 50;
-/// Longest a received datagram can plausibly have waited in the socket by its kernel timestamp;
-/// a longer wait means the wall clock stepped, and the datagram is timed when read.
-const MAX_SOCKET_WAIT_NS: u64 = 1_000_000_000;
 /// Socket buffers asked for.
 const SNDBUF: usize = 8 << 20;
 const RCVBUF: usize = 4 << 20;
@@ -672,20 +670,11 @@ struct FlowSender<'a> {
     rtt: RttEstimator,
     last_ack_rx_us: u64,
     dead_peer_us: u64,
-    /// The kernel stamps received datagrams ([`sio::enable_rx_timestamps`]).
-    rx_stamps: bool,
-    /// Arrival time of the last ACK datagram, µs: ACK times never go backwards.
-    ack_clock_us: u64,
-    /// When the last read that left the socket empty began, µs: nothing read later arrived
-    /// before it.
-    drained_at_us: u64,
-    /// Datagrams timed by [`Self::stamp_arrival`], those of them with a plausible receive
-    /// timestamp, and how long they waited in the socket before they were read, µs: total and
-    /// largest.
-    arrivals: u64,
-    stamped: u64,
-    ack_wait_total_us: u64,
-    ack_wait_max_us: u64,
+    /// When each ACK datagram arrived, by the kernel's receive timestamp where there is one.
+    /// ACK times make the RTT samples and the delivery-rate samples, whose maximum is BBR's
+    /// bandwidth estimate. Timed when read, an ACK that waited while the sender was sending or
+    /// descheduled would shorten the interval of the next sample and inflate it.
+    arrivals: ArrivalClock,
 
     // Rates.
     pacer: Pacer,
@@ -738,28 +727,6 @@ struct FlowSender<'a> {
     msg_open: bool,
     segs: Vec<PendingSeg>,
     rx: RecvBatch,
-}
-
-/// When a datagram of a batch read at `now` (flow clock, µs; `wall_ns` on the wall clock, read
-/// with it) reached the socket: `now` less the time it waited there by the kernel's receive
-/// timestamp `rx_wall_ns`, or `now` itself without a plausible stamp (none, or one that says
-/// the wall clock stepped). Never before `floor` (≤ `now`; the caller's: the previous
-/// datagram's time, or the start of the last read that emptied the socket) nor after `now`.
-///
-/// ACK times make the RTT samples and the delivery-rate samples, whose maximum is BBR's
-/// bandwidth estimate. Timed when read, an ACK that waited while the sender was sending or
-/// descheduled would shorten the interval of the next sample and inflate it.
-fn arrival_us(rx_wall_ns: Option<u64>, now: u64, wall_ns: u64, floor: u64) -> u64 {
-    now.saturating_sub(socket_wait_us(rx_wall_ns, wall_ns).unwrap_or(0))
-        .max(floor)
-        .min(now)
-}
-
-/// How long a datagram stamped `rx_wall_ns` had waited when the wall clock read `wall_ns`, µs;
-/// None without a plausible stamp.
-fn socket_wait_us(rx_wall_ns: Option<u64>, wall_ns: u64) -> Option<u64> {
-    let at = rx_wall_ns?;
-    (at <= wall_ns && wall_ns - at < MAX_SOCKET_WAIT_NS).then(|| (wall_ns - at) / 1000)
 }
 
 impl<'a> FlowSender<'a> {
@@ -823,13 +790,7 @@ impl<'a> FlowSender<'a> {
             rtt,
             last_ack_rx_us: 0,
             dead_peer_us: dead_peer.as_micros() as u64,
-            rx_stamps,
-            ack_clock_us: 0,
-            drained_at_us: 0,
-            arrivals: 0,
-            stamped: 0,
-            ack_wait_total_us: 0,
-            ack_wait_max_us: 0,
+            arrivals: ArrivalClock::new(rx_stamps),
             pacer: Pacer::new(0, 0),
             delivered: 0,
             delivered_time_us: 0,
@@ -1099,6 +1060,7 @@ impl<'a> FlowSender<'a> {
     fn receive(&mut self) -> Result<(), Error> {
         for _ in 0..4 {
             let before_read = self.now_us();
+            self.arrivals.read_began(before_read);
             let n = match sio::recv_batch(self.sock.as_raw_fd(), &mut self.rx) {
                 Ok(n) => n,
                 Err(e) if sio::is_refused(&e) => {
@@ -1111,23 +1073,20 @@ impl<'a> FlowSender<'a> {
                 Err(e) => return Err(Error::io(format!("receiving from {}", self.dest), e)),
             };
             if n == 0 {
-                self.drained_at_us = before_read;
+                self.arrivals.batch_done(true);
                 return Ok(());
             }
-            // The wall clock first: a delay between the two reads then dates the batch later,
-            // as if read, never earlier than it arrived.
-            let wall_ns = if self.rx_stamps {
-                sio::wall_clock_ns()
-            } else {
-                0
-            };
+            // The wall clock first ([`ArrivalClock`]).
+            let wall_ns = self.arrivals.wall_ns();
             let now = self.now_us();
             for i in 0..n {
                 if self.rx.meta(i).truncated {
                     self.ignored += 1;
                     continue;
                 }
-                let at = self.stamp_arrival(self.rx.meta(i).rx_wall_ns, now, wall_ns);
+                let at = self
+                    .arrivals
+                    .stamp(self.rx.meta(i).rx_wall_ns, now, wall_ns);
                 let decoded = match packet::decode(self.rx.data(i)) {
                     Ok(Packet::Ack(a)) if a.flow_id == self.flow_id => Some(a),
                     // Duplicate answers to retried HELLOs are expected.
@@ -1146,28 +1105,13 @@ impl<'a> FlowSender<'a> {
                     }
                 }
             }
+            // Fewer than it had room for: the socket was empty when this read ended.
+            self.arrivals.batch_done(n < self.rx.slots());
             if n < self.rx.slots() {
-                // The socket was empty when this read ended: what comes next arrived after it
-                // began.
-                self.drained_at_us = before_read;
                 return Ok(());
             }
         }
         Ok(())
-    }
-
-    /// Times a datagram of a batch read at `now` by its receive timestamp ([`arrival_us`]), no
-    /// earlier than the previous datagram nor than the start of the last read that emptied the
-    /// socket, and keeps the statistics of how long ACKs waited in the socket.
-    fn stamp_arrival(&mut self, rx_wall_ns: Option<u64>, now: u64, wall_ns: u64) -> u64 {
-        let floor = self.ack_clock_us.max(self.drained_at_us);
-        let at = arrival_us(rx_wall_ns, now, wall_ns, floor);
-        self.ack_clock_us = at;
-        self.arrivals += 1;
-        self.stamped += u64::from(socket_wait_us(rx_wall_ns, wall_ns).is_some());
-        self.ack_wait_total_us += now - at;
-        self.ack_wait_max_us = self.ack_wait_max_us.max(now - at);
-        at
     }
 
     fn pkt_mut(&mut self, pn: u64) -> Option<&mut SentPkt> {
@@ -1858,18 +1802,7 @@ impl<'a> FlowSender<'a> {
             let now = self.now_us();
             self.take_trace(now);
         }
-        tracing::debug!(
-            flow = self.index,
-            rx_timestamps = self.rx_stamps,
-            datagrams = self.arrivals,
-            stamped = self.stamped,
-            wait_mean_us = self
-                .ack_wait_total_us
-                .checked_div(self.arrivals)
-                .unwrap_or(0),
-            wait_max_us = self.ack_wait_max_us,
-            "time ACK datagrams waited in the socket before they were read"
-        );
+        self.arrivals.log("ACK", Some(self.index));
         SenderSummary {
             flow: self.index,
             flow_id: self.flow_id,
@@ -1901,7 +1834,7 @@ impl<'a> FlowSender<'a> {
             ecn_ce_packets: self.ecn_ce,
             gso: self.gso,
             // Most ACKs were timed by their stamps (not: stamping was asked for).
-            ack_timestamps: self.stamped * 2 > self.arrivals,
+            ack_timestamps: self.arrivals.mostly_stamped(),
             hash: pattern::hash_hex(hash),
             completed: self.completed,
             receiver_intact: self.receiver_intact,
@@ -1928,34 +1861,7 @@ fn union_len(base: u64, ranges: &[(u64, u64)]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_SOCKET_WAIT_NS, arrival_us, union_len};
-
-    #[test]
-    fn acks_are_timed_when_they_arrived() {
-        // Read at 50,000 µs, wall clock 1,000 s then: a datagram stamped 300 µs earlier arrived
-        // at 49,700 µs.
-        let wall = 1_000_000_000_000;
-        assert_eq!(arrival_us(Some(wall - 300_000), 50_000, wall, 0), 49_700);
-        // No stamp: when read.
-        assert_eq!(arrival_us(None, 50_000, wall, 0), 50_000);
-        // A stamp after the read, or one that waited implausibly long, says the wall clock
-        // stepped: when read.
-        assert_eq!(arrival_us(Some(wall + 5_000), 50_000, wall, 0), 50_000);
-        assert_eq!(
-            arrival_us(Some(wall - MAX_SOCKET_WAIT_NS), 50_000, wall, 0),
-            50_000
-        );
-        // Never before the previous datagram, never after the read, never below zero.
-        assert_eq!(
-            arrival_us(Some(wall - 300_000), 50_000, wall, 49_900),
-            49_900
-        );
-        assert_eq!(
-            arrival_us(Some(wall - 300_000), 50_000, wall, 60_000),
-            50_000
-        );
-        assert_eq!(arrival_us(Some(wall - 900_000_000), 50_000, wall, 0), 0);
-    }
+    use super::union_len;
 
     #[test]
     fn received_bytes_count_each_byte_once() {

@@ -173,6 +173,14 @@ pub struct ReceiverSummary {
     /// Empty in JSON written before the field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
+    /// Most datagrams the receiver had read by this summary carried a kernel receive timestamp
+    /// and were timed by it, not when read: the receive timestamps it echoed (the one-way
+    /// delay) and its arrival samples leave out the time data waited in its socket, and the ACK
+    /// delays it reported include that wait, so the sender's RTT samples leave it out too
+    /// (false where the kernel does not stamp received datagrams, and in JSON written before
+    /// the field).
+    #[serde(default)]
+    pub rx_timestamps: bool,
 }
 
 /// Spacing of a receiver's [`Arrival`] samples, µs (10 ms: the sender's default trace
