@@ -195,6 +195,7 @@ pub fn run(exp: &Experiment, opts: &RunOptions) -> Result<Outcome, ExpError> {
     let plan = Plan::of(exp);
     // Before the results directory is touched: a bad selection leaves nothing behind.
     let parts = plan.select_parts(&opts.parts)?;
+    crate::backend::check_log_filters().map_err(ExpError::Usage)?;
     let discarded = results::prepare(&opts.out, exp, &plan, opts.fresh, &parts)?;
     let console = Console::new(opts.progress);
     let mut outcome = Outcome {

@@ -177,7 +177,44 @@ pub(crate) fn datapath_log_level(default: &str) -> String {
     }
 }
 
+/// Checks the log filters that [`AGENT_LOG_ENV`] and [`DATAPATH_LOG_ENV`] set, before anything
+/// runs: a filter the processes refuse would fail every run, each with its own message.
+pub(crate) fn check_log_filters() -> Result<(), String> {
+    for env in [AGENT_LOG_ENV, DATAPATH_LOG_ENV] {
+        if let Ok(v) = std::env::var(env) {
+            check_log_filter(env, &v)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`check_log_filters`] for one variable `env` set to `value` (empty: not set).
+fn check_log_filter(env: &str, value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Ok(());
+    }
+    tracing_subscriber::EnvFilter::try_new(value)
+        .map(|_| ())
+        .map_err(|e| {
+            format!("${env} is {value:?}, not a log filter ({e}); e.g. info,ccp_udp::arrival=debug")
+        })
+}
+
 /// The algorithm name of a requested string (`cubic:beta=0.8` -> `cubic`).
 pub fn algorithm_of(requested: &str) -> String {
     requested.split(':').next().unwrap_or("").trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DATAPATH_LOG_ENV, check_log_filter};
+
+    #[test]
+    fn log_filters_from_the_environment_are_checked() {
+        assert!(check_log_filter(DATAPATH_LOG_ENV, "").is_ok());
+        assert!(check_log_filter(DATAPATH_LOG_ENV, "info,ccp_udp::arrival=debug").is_ok());
+        let e = check_log_filter(DATAPATH_LOG_ENV, "info,ccp_udp=debgu[").unwrap_err();
+        assert!(e.contains("$CCP_EXP_DATAPATH_LOG"), "{e}");
+        assert!(e.contains("debgu["), "{e}");
+    }
 }
