@@ -5,7 +5,7 @@
 //! carry that wait into every measurement timed by it. The sender times ACKs so (its RTT,
 //! one-way-delay and delivery-rate samples); the receiver times DATA so (the receive timestamp
 //! it echoes for the one-way delay, and the ACK delay it reports, which the sender takes out of
-//! its RTT samples).
+//! its RTT samples up to [`crate::rtt::MAX_ACK_DELAY_US`]).
 
 /// Longest a received datagram can plausibly have waited in the socket by its kernel timestamp;
 /// a longer wait means the wall clock stepped, and the datagram is timed when read.

@@ -428,23 +428,29 @@ pub fn recv_batch(fd: RawFd, batch: &mut RecvBatch) -> io::Result<usize> {
         h.msg_control = batch.ctrl[i].as_mut_ptr().cast();
         h.msg_controllen = mem::size_of::<[u64; 16]>();
     }
-    // SAFETY: every header points at live buffers owned by `batch` or this frame.
-    let r = unsafe {
-        libc::recvmmsg(
-            fd,
-            hdrs.as_mut_ptr(),
-            n as libc::c_uint,
-            libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
+    let r = loop {
+        // SAFETY: every header points at live buffers owned by `batch` or this frame.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r >= 0 {
+            break r;
         }
-        return Err(e);
-    }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            // A signal: read again, so 0 keeps meaning "nothing was waiting" (callers take it
+            // as the socket drained).
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(e),
+        }
+    };
     let got = r as usize;
     for (i, hdr) in hdrs.iter().enumerate().take(got) {
         let h = &hdr.msg_hdr;

@@ -17,9 +17,11 @@
 //! delivery-rate samples then leave out the time an ACK waited in its socket while it was
 //! sending or descheduled: on the emulator this kept BBR's max-filtered bandwidth estimate
 //! within its 1 % pacing margin at the median of each run, and its queue short
-//! (docs/results/datapaths.md, "ACK timing"; `tests/tests/emu_baselines.rs`). The receiver's
-//! ACK delay includes the time data waited in its socket, which the sender takes out of its RTT
-//! samples, and the receive timestamp it echoes (the one-way delay) leaves it out. Where the
+//! (docs/results/datapaths.md, "ACK timing"; `tests/tests/emu_baselines.rs`). The receive
+//! timestamp the receiver echoes (the one-way delay) leaves out the time data waited in its
+//! socket, and the ACK delay it reports includes it, which the sender takes out of its RTT
+//! samples up to [`rtt::MAX_ACK_DELAY_US`] (as QUIC does its peer's). On loopback, where the
+//! receiver's socket is the only queue, the one-way delay therefore shows no queue. Where the
 //! kernel gives no stamp, a datagram is timed when read.
 //!
 //! Module map:

@@ -127,6 +127,7 @@ pub struct ReceiverReport {
     pub messages: u64,
     /// Most messages carried a kernel receive timestamp and were timed by it
     /// ([`ReceiverSummary::rx_timestamps`]).
+    #[serde(default)]
     pub rx_timestamps: bool,
 }
 

@@ -173,12 +173,12 @@ pub struct ReceiverSummary {
     /// Empty in JSON written before the field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub arrivals: Vec<Arrival>,
-    /// Most datagrams the receiver had read by this summary carried a kernel receive timestamp
-    /// and were timed by it, not when read: the receive timestamps it echoed (the one-way
-    /// delay) and its arrival samples leave out the time data waited in its socket, and the ACK
-    /// delays it reported include that wait, so the sender's RTT samples leave it out too
-    /// (false where the kernel does not stamp received datagrams, and in JSON written before
-    /// the field).
+    /// Most messages (datagrams, or GRO batches of them) the receiver had read by this summary
+    /// carried a kernel receive timestamp and were timed by it, not when read: the receive
+    /// timestamps it echoed (the one-way delay) and its arrival samples leave out the time data
+    /// waited in its socket, and the ACK delays it reported include that wait, which the
+    /// sender's RTT samples then leave out up to [`crate::rtt::MAX_ACK_DELAY_US`] (false where
+    /// the kernel does not stamp received datagrams, and in JSON written before the field).
     #[serde(default)]
     pub rx_timestamps: bool,
 }
