@@ -107,7 +107,15 @@
 //!   epoch (one RTT) ends the window is restored to at least the saved one; under steady loss a
 //!   new epoch may begin at once, saving the larger of the two. A timeout saves the window and
 //!   sets it to one MSS (as the datapath already has), restored the same way. The
-//!   `min-pipe-cwnd` floor applies throughout.
+//!   `min-pipe-cwnd` floor applies throughout. `inflight + acked` stands for what was in flight
+//!   before the ACKs, as it does per ACK in the draft and Linux; over a report of several ACKs
+//!   it counts all their bytes but what is in flight only at the last, so it is capped at the
+//!   window in force during the report (the last decided, or the datapath's if larger).
+//!   Uncapped, conservation grew the window by each report's deliveries, as slow start does: on
+//!   a 20 Mbit/s emulated link with a 1-BDP buffer Startup's window reached 4 BDP after its
+//!   first loss, and the flow lost 1.2–1.6 % of its packets (8 runs) against kernel BBR's
+//!   0.65–0.68 % (4 runs); capped, 0.14–0.23 % (12 runs; docs/results/datapaths.md, "BBR's queue
+//!   on the 20 Mbit/s link").
 //! - the draft's restart from idle is not modelled: a report never says the flow was idle, only
 //!   that it had nothing pending, which the application-limited rule above covers.
 //!
@@ -707,8 +715,26 @@ impl Bbr {
         }
     }
 
-    /// `delivered`: the report's newly delivered bytes (acknowledged in order or SACKed).
-    fn on_loss_event(&mut self, event: WindowEvent, m: &Measurement, delivered: u64) {
+    /// What packet conservation lets the window be after a report: what was in flight before
+    /// its ACKs, `inflight + acked`, which Linux and the draft take per ACK. Over a report of
+    /// several ACKs that sum counts every ACK's bytes but what is in flight only at the last
+    /// (the sender refilled the window as the earlier ones came), so it exceeds the window by
+    /// all but the last ACK's bytes, and conservation would grow the window by the report's
+    /// deliveries, as slow start does: it is capped at `flight_cap`, the window in force during
+    /// the report.
+    fn conserved(&self, m: &Measurement, acked: u64, flight_cap: u64) -> u64 {
+        (m.bytes_in_flight + acked).min(flight_cap)
+    }
+
+    /// `delivered`: the report's newly delivered bytes (acknowledged in order or SACKed);
+    /// `flight_cap`: see [`Self::conserved`].
+    fn on_loss_event(
+        &mut self,
+        event: WindowEvent,
+        m: &Measurement,
+        delivered: u64,
+        flight_cap: u64,
+    ) {
         match event {
             WindowEvent::Timeout { .. } => {
                 self.prior_cwnd = self.save_cwnd();
@@ -719,7 +745,9 @@ impl Bbr {
             WindowEvent::Loss => {
                 self.prior_cwnd = self.save_cwnd();
                 self.in_recovery = true;
-                self.cwnd = (m.bytes_in_flight + delivered.max(self.mss())).min(MAX_CWND);
+                self.cwnd = self
+                    .conserved(m, delivered.max(self.mss()), flight_cap)
+                    .min(MAX_CWND);
                 // Conservation lasts one full round from here, until what is in flight now has
                 // been delivered (Linux and the draft start a round on entering recovery). Tied
                 // to the round already under way, it ended with that round, often a few packets
@@ -761,8 +789,9 @@ impl Bbr {
         }
     }
 
-    /// `acked`: the report's newly delivered bytes (Linux's `acked_sacked`).
-    fn set_cwnd(&mut self, m: &Measurement, acked: u64, fresh_loss: bool) {
+    /// `acked`: the report's newly delivered bytes (Linux's `acked_sacked`); `flight_cap`: see
+    /// [`Self::conserved`].
+    fn set_cwnd(&mut self, m: &Measurement, acked: u64, fresh_loss: bool, flight_cap: u64) {
         let target = self.inflight(self.cwnd_gain);
         if self
             .conservation_until
@@ -772,7 +801,7 @@ impl Bbr {
         }
         if self.conservation_until.is_some() {
             if !fresh_loss {
-                self.cwnd = self.cwnd.max(m.bytes_in_flight + acked);
+                self.cwnd = self.cwnd.max(self.conserved(m, acked, flight_cap));
             }
         } else if self.filled_pipe {
             self.cwnd = (self.cwnd + acked).min(target);
@@ -822,8 +851,11 @@ impl Controller for Bbr {
         if sample > 0 && (!app_limited || sample >= self.btlbw()) {
             self.bw.update(self.rounds.rounds(), sample);
         }
-        // Loss recovery.
-        self.on_loss_event(event, m, delivered);
+        // Loss recovery. What was in flight before any of the report's ACKs came is at most the
+        // window in force during its interval: the one decided last, or the datapath's if it
+        // still held a larger one.
+        let flight_cap = self.cwnd.max(m.cwnd);
+        self.on_loss_event(event, m, delivered, flight_cap);
         // The state machine.
         if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(m) {
             self.advance_cycle_phase(m.now_us);
@@ -852,7 +884,7 @@ impl Controller for Bbr {
         }
         // Control.
         self.set_pacing_rate();
-        self.set_cwnd(m, delivered, event == WindowEvent::Loss);
+        self.set_cwnd(m, delivered, event == WindowEvent::Loss, flight_cap);
         tracing::debug!(
             now_us = m.now_us,
             state = ?self.mode,
@@ -1393,8 +1425,19 @@ mod tests {
         // Conservation: the window follows inflight + acked, never below.
         b.on_measurement(&report(t + 10_000, 2 * MSS, 40 * MSS, RTT, 5_000_000));
         assert_eq!(u64::from(b.cwnd()), 55 * MSS);
+        // A later loss takes its 3 packets off, and conservation gives back what was in flight
+        // before the report's ACKs (53 + 1).
+        b.on_measurement(&lossy(t + 15_000, MSS, 53 * MSS, 3));
+        assert_eq!(u64::from(b.cwnd()), 54 * MSS);
+        // A report of several ACKs: 52 in flight at its last plus 8 acknowledged in all is more
+        // than the 54 the window let out; the window does not grow by it.
         b.on_measurement(&report(t + 20_000, 8 * MSS, 52 * MSS, RTT, 5_000_000));
-        assert_eq!(u64::from(b.cwnd()), 60 * MSS);
+        assert_eq!(u64::from(b.cwnd()), 54 * MSS);
+        // Unless the datapath still held a larger window (one decided before the cut).
+        let mut m = report(t + 25_000, 8 * MSS, 52 * MSS, RTT, 5_000_000);
+        m.cwnd = 57 * MSS;
+        b.on_measurement(&m);
+        assert_eq!(u64::from(b.cwnd()), 57 * MSS);
         // One RTT after the loss the epoch ends: back to (at least) the saved window.
         b.on_measurement(&report(t + 1_000 + RTT, 8 * MSS, 52 * MSS, RTT, 5_000_000));
         assert!(u64::from(b.cwnd()) >= 100 * MSS, "{}", b.cwnd());
