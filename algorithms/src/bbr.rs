@@ -108,13 +108,14 @@
 //!   new epoch may begin at once, saving the larger of the two. A timeout saves the window and
 //!   sets it to one MSS (as the datapath already has), restored the same way. The
 //!   `min-pipe-cwnd` floor applies throughout. `inflight + acked` stands for what was in flight
-//!   before the ACKs, as it does per ACK in the draft and Linux; over a report of several ACKs
-//!   it counts all their bytes but what is in flight only at the last, so it is capped at the
-//!   window in force during the report (the last decided, or the datapath's if larger).
+//!   before the ACKs less what they declared lost, as it does per ACK in the draft and Linux;
+//!   over a report of several ACKs it counts all their bytes but what is in flight only at the
+//!   last, so it is capped at the window in force during the report (the last decided, or the
+//!   datapath's if larger) less the report's `lost · MSS`.
 //!   Uncapped, conservation grew the window by each report's deliveries, as slow start does: on
 //!   a 20 Mbit/s emulated link with a 1-BDP buffer Startup's window reached 4 BDP after its
-//!   first loss, and the flow lost 1.2–1.6 % of its packets (8 runs) against kernel BBR's
-//!   0.65–0.68 % (4 runs); capped, 0.14–0.23 % (12 runs; docs/results/datapaths.md, "BBR's queue
+//!   first loss, and the flow lost 1.1–1.6 % of its packets (12 runs) against kernel BBR's
+//!   0.65–0.68 % (4 runs); capped, 0.10–0.23 % (8 runs; docs/results/datapaths.md, "BBR's queue
 //!   on the 20 Mbit/s link").
 //! - the draft's restart from idle is not modelled: a report never says the flow was idle, only
 //!   that it had nothing pending, which the application-limited rule above covers.
@@ -716,14 +717,27 @@ impl Bbr {
     }
 
     /// What packet conservation lets the window be after a report: what was in flight before
-    /// its ACKs, `inflight + acked`, which Linux and the draft take per ACK. Over a report of
-    /// several ACKs that sum counts every ACK's bytes but what is in flight only at the last
-    /// (the sender refilled the window as the earlier ones came), so it exceeds the window by
-    /// all but the last ACK's bytes, and conservation would grow the window by the report's
-    /// deliveries, as slow start does: it is capped at `flight_cap`, the window in force during
-    /// the report.
+    /// its ACKs less what they declared lost, `inflight + acked` (the datapath no longer counts
+    /// lost packets in flight), which Linux and the draft take per ACK, where it cannot exceed
+    /// the window less those losses. Over a report of several ACKs that sum counts every ACK's
+    /// bytes but what is in flight only at the last, after a sender limited by its window
+    /// refilled it as the earlier ones came: it can exceed the window by up to all but the last
+    /// ACK's bytes, and conservation would grow the window by the report's deliveries, as slow
+    /// start does. It is capped at `flight_cap` ([`Self::flight_cap`]).
     fn conserved(&self, m: &Measurement, acked: u64, flight_cap: u64) -> u64 {
         (m.bytes_in_flight + acked).min(flight_cap)
+    }
+
+    /// The most a report's ACKs can have found in flight, less what they declared lost: the
+    /// window in force during the report (the one decided last, or the datapath's when it still
+    /// holds a larger one, e.g. a window from before a loss cut it has not installed yet, which
+    /// can only give back data really in flight) less `lost · MSS`, at least one MSS. Without
+    /// the losses taken off, conservation would give back at once the cut a loss makes.
+    fn flight_cap(&self, m: &Measurement) -> u64 {
+        self.cwnd
+            .max(m.cwnd)
+            .saturating_sub(m.lost_packets.saturating_mul(self.mss()))
+            .max(self.mss())
     }
 
     /// `delivered`: the report's newly delivered bytes (acknowledged in order or SACKed);
@@ -764,7 +778,8 @@ impl Bbr {
             WindowEvent::Hold | WindowEvent::Grow(_) => {
                 // Losses after the first one of the epoch take their packets off the window
                 // (the draft's BBRModulateCwndForRecovery); conservation then lifts it back to
-                // what is in flight plus what this report delivered.
+                // what is in flight plus what this report delivered, at most the window in
+                // force less these losses ([`Self::conserved`]).
                 if m.lost_packets > 0 {
                     let lost = m.lost_packets.saturating_mul(self.mss());
                     self.cwnd = self.cwnd.saturating_sub(lost).max(self.mss());
@@ -851,10 +866,8 @@ impl Controller for Bbr {
         if sample > 0 && (!app_limited || sample >= self.btlbw()) {
             self.bw.update(self.rounds.rounds(), sample);
         }
-        // Loss recovery. What was in flight before any of the report's ACKs came is at most the
-        // window in force during its interval: the one decided last, or the datapath's if it
-        // still held a larger one.
-        let flight_cap = self.cwnd.max(m.cwnd);
+        // Loss recovery.
+        let flight_cap = self.flight_cap(m);
         self.on_loss_event(event, m, delivered, flight_cap);
         // The state machine.
         if self.mode == Mode::ProbeBw && self.is_next_cycle_phase(m) {
@@ -1425,22 +1438,36 @@ mod tests {
         // Conservation: the window follows inflight + acked, never below.
         b.on_measurement(&report(t + 10_000, 2 * MSS, 40 * MSS, RTT, 5_000_000));
         assert_eq!(u64::from(b.cwnd()), 55 * MSS);
-        // A later loss takes its 3 packets off, and conservation gives back what was in flight
-        // before the report's ACKs (53 + 1).
-        b.on_measurement(&lossy(t + 15_000, MSS, 53 * MSS, 3));
-        assert_eq!(u64::from(b.cwnd()), 54 * MSS);
+        // A later loss takes its 3 packets off the window, and the cut stays: on a report of
+        // several ACKs, 53 in flight at its last and 2 acknowledged in all is more than the
+        // window less the 3 lost, which is all conservation gives back.
+        b.on_measurement(&lossy(t + 15_000, 2 * MSS, 53 * MSS, 3));
+        assert_eq!(u64::from(b.cwnd()), 52 * MSS);
         // A report of several ACKs: 52 in flight at its last plus 8 acknowledged in all is more
-        // than the 54 the window let out; the window does not grow by it.
+        // than the 52 the window let out; the window does not grow by it.
         b.on_measurement(&report(t + 20_000, 8 * MSS, 52 * MSS, RTT, 5_000_000));
-        assert_eq!(u64::from(b.cwnd()), 54 * MSS);
-        // Unless the datapath still held a larger window (one decided before the cut).
+        assert_eq!(u64::from(b.cwnd()), 52 * MSS);
+        // Unless the datapath still held the window from before the cut (55): up to that.
         let mut m = report(t + 25_000, 8 * MSS, 52 * MSS, RTT, 5_000_000);
-        m.cwnd = 57 * MSS;
+        m.cwnd = 55 * MSS;
         b.on_measurement(&m);
-        assert_eq!(u64::from(b.cwnd()), 57 * MSS);
+        assert_eq!(u64::from(b.cwnd()), 55 * MSS);
         // One RTT after the loss the epoch ends: back to (at least) the saved window.
         b.on_measurement(&report(t + 1_000 + RTT, 8 * MSS, 52 * MSS, RTT, 5_000_000));
         assert!(u64::from(b.cwnd()) >= 100 * MSS, "{}", b.cwnd());
+    }
+
+    /// The first loss of an epoch on a report of several ACKs: what is in flight at its last
+    /// ACK plus all it acknowledged is more than the window let out, less the lost packets.
+    #[test]
+    fn the_first_loss_sets_the_window_to_at_most_what_was_in_flight() {
+        let mut b = bbr(BbrConfig::default());
+        b.calibrate(Fused::Cwnd(40 * MSS as u32));
+        let t = 1_000_000;
+        b.on_measurement(&report(t, 10 * MSS, 38 * MSS, RTT, 5_000_000));
+        let before = u64::from(b.cwnd());
+        b.on_measurement(&lossy(t + 1_000, 6 * MSS, 47 * MSS, 2));
+        assert_eq!(u64::from(b.cwnd()), before - 2 * MSS, "not 47 + 6 packets");
     }
 
     #[test]
