@@ -157,9 +157,16 @@ pub const AGENT_LOG_ENV: &str = "CCP_EXP_AGENT_LOG";
 /// (e.g. vivace-distributed's "JCCE aggregate in use"), into the run's `raw/agent.log`; or
 /// [`AGENT_LOG_ENV`] when it is set and not empty.
 pub(crate) fn agent_log_level() -> String {
-    match std::env::var(AGENT_LOG_ENV) {
+    log_level_from(AGENT_LOG_ENV, || {
+        format!("warn,{}=info", ccp_algorithms::MODE_LOG)
+    })
+}
+
+/// The filter environment variable `env` sets, or `default` when it is unset or empty.
+fn log_level_from(env: &str, default: impl FnOnce() -> String) -> String {
+    match std::env::var(env) {
         Ok(v) if !v.trim().is_empty() => v,
-        _ => format!("warn,{}=info", ccp_algorithms::MODE_LOG),
+        _ => default(),
     }
 }
 
@@ -171,10 +178,7 @@ pub const DATAPATH_LOG_ENV: &str = "CCP_EXP_DATAPATH_LOG";
 /// The `--log-level` of a datapath process whose own is `default`, or [`DATAPATH_LOG_ENV`] when
 /// it is set and not empty. The processes log to the run's `raw/*.err`.
 pub(crate) fn datapath_log_level(default: &str) -> String {
-    match std::env::var(DATAPATH_LOG_ENV) {
-        Ok(v) if !v.trim().is_empty() => v,
-        _ => default.to_string(),
-    }
+    log_level_from(DATAPATH_LOG_ENV, || default.to_string())
 }
 
 /// Checks the log filters that [`AGENT_LOG_ENV`] and [`DATAPATH_LOG_ENV`] set, before anything
